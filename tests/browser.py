@@ -1,0 +1,132 @@
+"""Serving the real app with `streamlit run` and driving it in headless Chromium (Playwright)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlparse
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+START_TIMEOUT_S = 90
+# (url path, heading to wait for)
+PAGES = [("", "Attention maps")]
+
+
+def missing_chromium_message() -> str | None:
+    if not Path(CHROMIUM).exists() and not shutil.which(CHROMIUM):
+        return (f"Chromium is missing at {CHROMIUM}: install Debian's 'chromium' package "
+                "(./test.sh does) or set CHROMIUM to its path.")
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def served_app():
+    """`streamlit run app.py` on loopback; yields its URL and stops it afterwards."""
+    port = _free_port()
+    command = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"),
+               "--server.headless", "true", "--server.address", "127.0.0.1",
+               "--server.port", str(port), "--browser.gatherUsageStats", "false"]
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
+    log = open(ROOT / "artifacts" / f"streamlit-{port}.log", "w") if (ROOT / "artifacts").is_dir() \
+        else subprocess.DEVNULL
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"streamlit exited with code {process.returncode}")
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"streamlit did not answer within {START_TIMEOUT_S} s")
+            time.sleep(0.3)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+@contextlib.contextmanager
+def launch_chromium():
+    from playwright.sync_api import sync_playwright
+
+    message = missing_chromium_message()
+    if message:
+        raise RuntimeError(message)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def is_local(url: str) -> bool:
+    parsed = urlparse(url)
+    if parsed.scheme in ("data", "blob", "about", "chrome-error"):
+        return True
+    return parsed.hostname in ("127.0.0.1", "localhost", "::1")
+
+
+def guard_requests(page) -> list[str]:
+    """Abort and record every request to a host other than this machine's loopback."""
+    outside: list[str] = []
+
+    def handle(route):
+        if is_local(route.request.url):
+            route.continue_()
+        else:
+            outside.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", handle)
+    return outside
+
+
+def set_sidebar_text(page, text: str) -> None:
+    box = page.get_by_label("Sentence")
+    box.fill(text)
+    box.press("Control+Enter")
+
+
+def wait_idle(page, timeout_ms: int = 60_000) -> None:
+    """Wait until Streamlit has finished running the script (its status widget disappears)."""
+    page.wait_for_timeout(300)
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout_ms
+    )
+
+
+def visit(page, url: str, path: str, heading: str, text: str | None = None) -> None:
+    page.goto(f"{url}/{path}")
+    page.get_by_role("heading", name=heading).first.wait_for(timeout=90_000)
+    if text is not None:
+        set_sidebar_text(page, text)
+    wait_idle(page)
+    page.locator(".js-plotly-plot").first.wait_for(timeout=90_000)

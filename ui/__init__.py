@@ -1,0 +1,1 @@
+"""Streamlit glue shared by the pages: cached resources and the sidebar's state."""

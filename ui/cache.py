@@ -1,0 +1,63 @@
+"""Models load once per server process; records are computed once per (text, model).
+
+Records are immutable (frozen dataclass, read-only array), so they are kept with
+`st.cache_resource` and handed out without the copy `st.cache_data` makes on every read;
+the entry count bounds the memory they take.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from models.config import EncoderConfig
+from models.encoder import Encoder
+from models.pretrained import LoadedModel, load_pretrained, run_pretrained
+from models.record import AttentionRecord
+from models.scratch import random_encoder, run_encoder
+from models.transfer import encoder_from_bert
+
+MAX_RECORDS = 48
+RECORD_TTL_SECONDS = 3600
+
+PRETRAINED = "pretrained"
+SCRATCH_RANDOM = "scratch-random"
+SCRATCH_COPIED = "scratch-copied"
+
+
+def scratch_config(vocab_size: int) -> EncoderConfig:
+    """The small from-scratch encoder used with random weights (textbook-sized)."""
+    return EncoderConfig(vocab_size=vocab_size, hidden_size=128, num_heads=4, num_layers=4,
+                         intermediate_size=512, norm_style="pre")
+
+
+@st.cache_resource(show_spinner="Loading the model (once per server)…")
+def pretrained(name: str) -> LoadedModel:
+    return load_pretrained(name)
+
+
+@st.cache_resource(show_spinner="Copying the pretrained weights into the from-scratch encoder…")
+def copied_encoder(name: str) -> Encoder:
+    return encoder_from_bert(pretrained(name).model)
+
+
+@st.cache_resource(show_spinner="Building the from-scratch encoder…")
+def seeded_encoder(name: str, seed: int) -> Encoder:
+    return random_encoder(scratch_config(len(pretrained(name).tokenizer)), seed)
+
+
+def source_label(kind: str, name: str, seed: int) -> str:
+    if kind == SCRATCH_RANDOM:
+        return f"from-scratch encoder, random weights (seed {seed})"
+    if kind == SCRATCH_COPIED:
+        return f"from-scratch encoder with {name}'s weights"
+    return name
+
+
+@st.cache_resource(max_entries=MAX_RECORDS, ttl=RECORD_TTL_SECONDS, show_spinner="Running the model…")
+def record(kind: str, name: str, seed: int, text: str, pair: str) -> AttentionRecord:
+    loaded = pretrained(name)
+    label = source_label(kind, name, seed)
+    if kind == PRETRAINED:
+        return run_pretrained(loaded, text, pair or None)
+    encoder = copied_encoder(name) if kind == SCRATCH_COPIED else seeded_encoder(name, seed)
+    return run_encoder(encoder, loaded.tokenizer, text, pair or None, label)

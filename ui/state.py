@@ -1,0 +1,103 @@
+"""The sidebar shared by every page, and the current record it selects."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import streamlit as st
+
+from models.pretrained import DEFAULT_MODEL, ModelLoadError
+from models.record import AttentionRecord
+from ui import cache
+
+DEFAULT_TEXT = "Time flies like an arrow."
+MODEL_NAME = "model_name"  # session key: the pretrained model in use
+LOAD_MESSAGE = "model_load_message"
+
+KIND_LABELS = {
+    cache.PRETRAINED: "Pretrained model",
+    cache.SCRATCH_RANDOM: "From-scratch encoder, random weights",
+    cache.SCRATCH_COPIED: "From-scratch encoder, pretrained weights copied in",
+}
+
+log = logging.getLogger(__name__)
+
+
+def _load_other_model() -> None:
+    """Button callback: switch models only when the new one loads."""
+    name = st.session_state.get("sb_model_input", "").strip()
+    try:
+        cache.pretrained(name)
+    except ModelLoadError as error:
+        st.session_state[LOAD_MESSAGE] = ("error", str(error))
+        return
+    st.session_state[MODEL_NAME] = name
+    st.session_state[LOAD_MESSAGE] = ("success", f"Loaded '{name}'.")
+
+
+def sidebar() -> None:
+    """Render the shared inputs. Values persist across pages because app.py renders them."""
+    st.session_state.setdefault(MODEL_NAME, DEFAULT_MODEL)
+    with st.sidebar:
+        st.text_area("Sentence", value=DEFAULT_TEXT, key="sb_text", height=90,
+                     help="Any text; longer than the model's limit is truncated with a notice.")
+        st.text_input("Second sentence (optional, makes a pair)", key="sb_pair",
+                      placeholder="e.g. Fruit flies like a banana.")
+        st.radio("Model", list(KIND_LABELS), format_func=KIND_LABELS.get, key="sb_kind")
+        if st.session_state.sb_kind == cache.SCRATCH_RANDOM:
+            st.number_input("Seed", min_value=0, max_value=2**31 - 1, value=0, step=1, key="sb_seed")
+        st.caption(f"Pretrained model: **{st.session_state[MODEL_NAME]}**")
+        with st.expander("Use another pretrained model"):
+            st.text_input("Hugging Face model id or local folder", key="sb_model_input",
+                          placeholder="bert-base-uncased or /path/to/folder")
+            st.button("Load", key="sb_model_load", on_click=_load_other_model)
+            st.caption("Only .safetensors weights are read and no remote code runs.")
+            message = st.session_state.get(LOAD_MESSAGE)
+            if message:
+                (st.error if message[0] == "error" else st.success)(message[1])
+
+
+def current_record() -> AttentionRecord | None:
+    """The record for the sidebar's input, or None after telling the user why there is none."""
+    text = st.session_state.get("sb_text", DEFAULT_TEXT) or ""
+    pair = (st.session_state.get("sb_pair") or "").strip()
+    if not text.strip():
+        st.info("Type a sentence in the sidebar to see its attention.")
+        return None
+    kind = st.session_state.get("sb_kind", cache.PRETRAINED)
+    name = st.session_state.get(MODEL_NAME, DEFAULT_MODEL)
+    seed = int(st.session_state.get("sb_seed", 0)) if kind == cache.SCRATCH_RANDOM else 0
+    if kind == cache.SCRATCH_COPIED and cache.pretrained(name).model_type != "bert":
+        st.warning(f"Weights can be copied only from a BERT model; '{name}' is not one.")
+        return None
+    try:
+        result = cache.record(kind, name, seed, text, pair)
+    except (ModelLoadError, ValueError) as error:
+        st.error(str(error))
+        return None
+    if result.dropped_tokens:
+        st.warning(
+            f"The input is longer than the model's limit of {result.num_tokens} tokens: "
+            f"the last {result.dropped_tokens} tokens were dropped."
+        )
+    if kind == cache.SCRATCH_COPIED:
+        reference = cache.record(cache.PRETRAINED, name, 0, text, pair)
+        difference = float(np.abs(result.weights - reference.weights).max())
+        st.success(
+            f"With the weights copied in, the from-scratch encoder reproduces {name}: the largest "
+            f"difference from its attention, over all {result.num_layers} × {result.num_heads} "
+            f"heads of this input, is {difference:.1e}."
+        )
+    return result
+
+
+def index_slider(label: str, count: int, key: str, container=st) -> int:
+    """A 0-based index picker that stays valid when the input or model changes."""
+    if count == 1:
+        container.caption(f"{label}: 0 (the only one)")
+        return 0
+    value = st.session_state.get(key)
+    if value is not None and not 0 <= value < count:
+        st.session_state[key] = max(0, min(int(value), count - 1))
+    return container.slider(label, 0, count - 1, key=key)

@@ -1,0 +1,96 @@
+"""The one attention heatmap builder every page uses, and small multiples of a layer's heads."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from models.record import AttentionRecord
+from viz import style
+from viz.labels import hover_pairs, tick_labels, tick_positions
+
+HOVER = (
+    "query: %{customdata[0]}<br>key: %{customdata[1]}<br>"
+    f"weight: %{{z:.{style.HOVER_DECIMALS}f}}<extra></extra>"
+)
+POSITION_HOVER = f"query #%{{y}}<br>key #%{{x}}<br>weight: %{{z:.{style.HOVER_DECIMALS}f}}<extra></extra>"
+
+
+def _axis(tokens, num_labels: int, **extra) -> dict:
+    positions = tick_positions(len(tokens), num_labels)
+    labels = tick_labels(tokens)
+    return dict(tickmode="array", tickvals=positions, ticktext=[labels[p] for p in positions],
+                showgrid=False, zeroline=False, **extra)
+
+
+def matrix_heatmap(
+    matrix: np.ndarray,
+    tokens: tuple[str, ...],
+    title: str,
+    *,
+    zmin: float = 0.0,
+    zmax: float = 1.0,
+    colorbar_title: str = "weight",
+) -> go.Figure:
+    """A (Q, K) map with queries down and keys across, exact values on hover."""
+    matrix = np.asarray(matrix)
+    count = len(tokens)
+    figure = go.Figure(go.Heatmap(
+        z=matrix, x=list(range(count)), y=list(range(count)),
+        customdata=hover_pairs(tokens), hovertemplate=HOVER,
+        colorscale=style.COLORSCALE, zmin=zmin, zmax=zmax,
+        colorbar=dict(title=dict(text=colorbar_title), thickness=14),
+    ))
+    size = style.heatmap_size(count)
+    figure.update_layout(
+        title=dict(text=title), font=style.FONT, width=size + 90, height=size,
+        margin=style.MARGIN, plot_bgcolor="white",
+        xaxis=_axis(tokens, style.MAX_TICK_LABELS, side="top", tickangle=-45, title="key"),
+        yaxis=_axis(tokens, style.MAX_TICK_LABELS, autorange="reversed", title="query",
+                    scaleanchor="x"),
+    )
+    figure.update_layout(title=dict(y=0.995, yanchor="top"), margin=dict(t=110))
+    return figure
+
+
+def attention_heatmap(record: AttentionRecord, layer: int, head: int) -> go.Figure:
+    """One head's attention: colour bar fixed to [0, 1]."""
+    return matrix_heatmap(record.head(layer, head), record.tokens,
+                          f"Layer {layer} · Head {head}")
+
+
+def layer_heads_grid(record: AttentionRecord, layer: int) -> go.Figure:
+    """Every head of one layer as small multiples on one shared [0, 1] colour scale."""
+    heads = record.num_heads
+    columns = min(style.GRID_COLUMNS, heads)
+    rows = math.ceil(heads / columns)
+    figure = make_subplots(
+        rows=rows, cols=columns, subplot_titles=[f"Head {h}" for h in range(heads)],
+        horizontal_spacing=0.03, vertical_spacing=0.06 if rows > 1 else 0.0,
+    )
+    count = record.num_tokens
+    with_tokens = count <= style.MAX_HOVER_TOKENS_IN_GRID
+    customdata = hover_pairs(record.tokens) if with_tokens else None
+    for head in range(heads):
+        figure.add_trace(
+            go.Heatmap(
+                z=np.round(record.head(layer, head), style.HOVER_DECIMALS),
+                customdata=customdata, hovertemplate=HOVER if with_tokens else POSITION_HOVER,
+                coloraxis="coloraxis", name=f"head {head}",
+            ),
+            row=head // columns + 1, col=head % columns + 1,
+        )
+    figure.update_xaxes(showticklabels=False, showgrid=False, zeroline=False)
+    figure.update_yaxes(showticklabels=False, showgrid=False, zeroline=False, autorange="reversed")
+    figure.update_layout(
+        coloraxis=dict(colorscale=style.COLORSCALE, cmin=0.0, cmax=1.0,
+                       colorbar=dict(title=dict(text="weight"), thickness=14)),
+        font=style.FONT, height=rows * style.GRID_CELL_PX + 60,
+        margin=dict(l=10, r=10, t=40, b=10), plot_bgcolor="white",
+        title=dict(text=f"All {heads} heads of layer {layer} (one shared colour scale)"),
+    )
+    figure.update_annotations(font_size=style.SMALL_FONT_SIZE + 2)
+    return figure
