@@ -8,8 +8,11 @@ from ui.state import sidebar
 
 st.set_page_config(page_title="Attention Explorer", page_icon="🔍", layout="wide")
 
+# Every url_path differs from its file's name on purpose: with a pages/ folder present, a fresh
+# server's very first run uses Streamlit's legacy folder routing, which would run a page file
+# matching the URL without this script (no sidebar). A URL matching no file falls through to here.
 page = st.navigation([
-    st.Page("pages/attention_maps.py", title="Attention maps", icon="🟦", default=True),
+    st.Page("pages/attention_maps.py", title="Attention maps", icon="🟦", url_path="maps", default=True),
 ])
 sidebar()
 try:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import logging
+import os
+import socket
 from dataclasses import dataclass
+from urllib.parse import urlparse
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +24,8 @@ ENCODER_TYPES = frozenset({
     "bert", "roberta", "xlm-roberta", "camembert", "distilbert", "electra", "albert",
     "mpnet", "deberta", "deberta-v2", "modernbert",
 })
+
+HUB_PROBE_TIMEOUT_S = 3.0
 
 logging.getLogger("transformers").setLevel(logging.ERROR)
 
@@ -83,14 +88,31 @@ def _check_local_folder(name: str) -> Path:
     return folder
 
 
-def _read_config(name: str, source: str, allowed_types: frozenset[str]):
+def hub_reachable() -> bool:
+    """Whether the Hugging Face Hub answers a TCP connection within a few seconds.
+
+    Without this check an offline machine spends ~30 s in retries before failing.
+    """
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+        return False
+    host = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname
     try:
-        config = AutoConfig.from_pretrained(source, trust_remote_code=False)
+        socket.create_connection((host, 443), timeout=HUB_PROBE_TIMEOUT_S).close()
+    except OSError:
+        return False
+    return True
+
+
+def _read_config(name: str, source: str, allowed_types: frozenset[str], local_only: bool):
+    try:
+        config = AutoConfig.from_pretrained(
+            source, trust_remote_code=False, local_files_only=local_only
+        )
     except (OSError, ValueError, KeyError) as error:
-        raise ModelLoadError(
-            f"Could not load '{name}': it is not a local folder and no such model could be "
-            "fetched from the Hugging Face Hub (unknown id, or no internet connection)."
-        ) from error
+        why = ("it is not a local folder or a cached download, and the Hugging Face Hub "
+               "cannot be reached from here" if local_only
+               else "it is not a local folder and the Hugging Face Hub has no such model")
+        raise ModelLoadError(f"Could not load '{name}': {why}.") from error
     if config.model_type not in allowed_types:
         raise ModelLoadError(
             f"Could not load '{name}': it is a '{config.model_type}' model, and this view "
@@ -106,14 +128,20 @@ def load_pretrained(name: str, allowed_types: frozenset[str] = ENCODER_TYPES) ->
     ModelLoadError with one sentence naming the model and the reason.
     """
     source = resolve(name)
+    local_only = True
     if _looks_like_path(source):
         _check_local_folder(source)
-    config = _read_config(name, source, allowed_types)
+    else:
+        local_only = not hub_reachable()
+    config = _read_config(name, source, allowed_types, local_only)
     try:
         model = AutoModel.from_pretrained(
-            source, attn_implementation="eager", use_safetensors=True, trust_remote_code=False
+            source, attn_implementation="eager", use_safetensors=True, trust_remote_code=False,
+            local_files_only=local_only,
         )
-        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
+        tokenizer = AutoTokenizer.from_pretrained(
+            source, trust_remote_code=False, local_files_only=local_only
+        )
     except (OSError, ValueError, KeyError, RuntimeError) as error:
         raise ModelLoadError(f"Could not load '{name}': {_first_sentence(error)}") from error
     model.eval()

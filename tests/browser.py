@@ -110,7 +110,7 @@ def guard_requests(page) -> list[str]:
 
 
 def set_sidebar_text(page, text: str) -> None:
-    box = page.get_by_label("Sentence")
+    box = page.get_by_label("Sentence", exact=True)
     box.fill(text)
     box.press("Control+Enter")
 

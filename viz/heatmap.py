@@ -26,6 +26,18 @@ def _axis(tokens, num_labels: int, **extra) -> dict:
                 showgrid=False, zeroline=False, **extra)
 
 
+def _hover(row_title: str, column_title: str, value_title: str) -> str:
+    return (f"{row_title}: %{{customdata[0]}}<br>{column_title}: %{{customdata[1]}}<br>"
+            f"{value_title}: %{{z:.{style.HOVER_DECIMALS}f}}<extra></extra>")
+
+
+def _label_pairs(rows, columns) -> np.ndarray:
+    """(R, C, 2) array of [row label, column label], escaped, for each cell's hover text."""
+    row_labels = np.array(tick_labels(rows), dtype=object)
+    column_labels = np.array(tick_labels(columns), dtype=object)
+    return np.stack(np.broadcast_arrays(row_labels[:, None], column_labels[None, :]), axis=-1)
+
+
 def matrix_heatmap(
     matrix: np.ndarray,
     tokens: tuple[str, ...],
@@ -34,22 +46,35 @@ def matrix_heatmap(
     zmin: float = 0.0,
     zmax: float = 1.0,
     colorbar_title: str = "weight",
+    row_tokens: tuple[str, ...] | None = None,
+    axis_titles: tuple[str, str] = ("query", "key"),
 ) -> go.Figure:
-    """A (Q, K) map with queries down and keys across, exact values on hover."""
+    """A (Q, K) map with queries down and keys across, exact values on hover.
+
+    For a map whose rows are not the columns' tokens (e.g. layers x heads), pass `row_tokens`
+    and `axis_titles` (rows, columns); the hover then shows the labels as given.
+    """
     matrix = np.asarray(matrix)
     count = len(tokens)
+    rows = tokens if row_tokens is None else row_tokens
+    if row_tokens is None and axis_titles == ("query", "key"):
+        customdata, hover = hover_pairs(tokens), HOVER
+    else:
+        customdata, hover = _label_pairs(rows, tokens), _hover(*axis_titles, colorbar_title)
     figure = go.Figure(go.Heatmap(
-        z=matrix, x=list(range(count)), y=list(range(count)),
-        customdata=hover_pairs(tokens), hovertemplate=HOVER,
+        z=matrix, x=list(range(count)), y=list(range(len(rows))),
+        customdata=customdata, hovertemplate=hover,
         colorscale=style.COLORSCALE, zmin=zmin, zmax=zmax,
         colorbar=dict(title=dict(text=colorbar_title), thickness=14),
     ))
     size = style.heatmap_size(count)
     figure.update_layout(
-        title=dict(text=title), font=style.FONT, width=size + 90, height=size,
+        title=dict(text=title), font=style.FONT, width=size + 90,
+        height=size if row_tokens is None else style.heatmap_size(len(rows)),
         margin=style.MARGIN, plot_bgcolor="white",
-        xaxis=_axis(tokens, style.MAX_TICK_LABELS, side="top", tickangle=-45, title="key"),
-        yaxis=_axis(tokens, style.MAX_TICK_LABELS, autorange="reversed", title="query",
+        xaxis=_axis(tokens, style.MAX_TICK_LABELS, side="top", tickangle=-45,
+                    title=axis_titles[1]),
+        yaxis=_axis(rows, style.MAX_TICK_LABELS, autorange="reversed", title=axis_titles[0],
                     scaleanchor="x"),
     )
     figure.update_layout(title=dict(y=0.995, yanchor="top"), margin=dict(t=110))

@@ -11,7 +11,7 @@ def safe_token(token: str) -> str:
     """Escape HTML and make invisible tokens visible, so what the user typed is shown as text."""
     if token == "" or token.isspace():
         return "␣"
-    return html.escape(token, quote=True)
+    return html.escape(token, quote=False)
 
 
 def tick_labels(tokens: tuple[str, ...] | list[str]) -> list[str]:

@@ -16,3 +16,20 @@ MAX_HOVER_TOKENS_IN_GRID = 128  # above this, small multiples hover on positions
 
 def heatmap_size(num_tokens: int) -> int:
     return max(MIN_HEATMAP_PX, min(MAX_HEATMAP_PX, CELL_PX * num_tokens + 140))
+
+# Masks, scaling and positions (the teaching pages)
+MASKED_COLOR = "#a3a3a3"  # neutral grey: a masked cell is "not allowed", not a number
+MIN_COLOR_RANGE = 1e-6  # a colour scale over equal values is widened by this much
+SIDE_BY_SIDE_SPACING = 0.1
+SIDE_BY_SIDE_TITLE_SHIFT = 70  # px: subplot titles above the rotated key labels
+SIDE_BY_SIDE_TOP_MARGIN = 170
+DIVERGING_COLORSCALE = "RdBu"  # values in [-1, 1] (sinusoids, cosine similarity)
+MEASURED_COLOR = "#1f77b4"
+APPROXIMATION_COLOR = "#ff7f0e"
+UNSCALED_COLOR = "#d62728"
+SCALED_COLOR = "#1f77b4"
+LINE_PLOT_HEIGHT = 420
+RATIO_PANEL_PX = 200  # the measured / approximation panel under the dot-product plot
+NOTE_MARGIN_PX = 110  # room under a plot for its explanatory note
+SIDE_BY_SIDE_PX = 720  # height of side-by-side maps (they share the page width)
+TOP_AXIS_MARGIN_PX = 110  # a title above an x axis drawn at the top

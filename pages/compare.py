@@ -1,0 +1,52 @@
+import streamlit as st
+
+from models.pretrained import DEFAULT_MODEL, ModelLoadError
+from ui import cache
+from ui.state import MODEL_NAME
+from viz.compare import compare_heads, difference_heatmap, ranking_measure, side_by_side
+from viz.tokens import apply_token_options
+
+st.title("Compare two inputs")
+st.markdown(
+    "Run two sentences through the same model (the one chosen in the sidebar) and find the "
+    "heads that attend most differently. In *time flies like an arrow* 'flies' is a verb; in "
+    "*fruit flies like a banana* it is a noun: which heads notice?"
+)
+first_column, second_column = st.columns(2)
+first_text = first_column.text_input("First sentence", "time flies like an arrow",
+                                     key="compare_first")
+second_text = second_column.text_input("Second sentence", "fruit flies like a banana",
+                                       key="compare_second")
+kind = st.session_state.get("sb_kind", cache.PRETRAINED)
+name = st.session_state.get(MODEL_NAME, DEFAULT_MODEL)
+seed = int(st.session_state.get("sb_seed", 0)) if kind == cache.SCRATCH_RANDOM else 0
+if not first_text.strip() or not second_text.strip():
+    st.info("Type two sentences to compare.")
+    st.stop()
+try:
+    first, second = (cache.record(kind, name, seed, text, "") for text in (first_text, second_text))
+except (ModelLoadError, ValueError) as error:
+    st.error(str(error))
+    st.stop()
+merge = st.session_state.get("sb_merge_words", False)
+hide = st.session_state.get("sb_hide_special", False)
+first_view = apply_token_options(first, merge, hide)
+second_view = apply_token_options(second, merge, hide)
+for note in first_view.notes:
+    st.info(note)
+table = compare_heads(first_view.record, second_view.record)
+st.caption(f"{first_view.record.source} · {ranking_measure(first_view.record, second_view.record)}")
+st.dataframe(table, key="compare_table", hide_index=True,
+             column_config={"difference": st.column_config.ProgressColumn(
+                 "difference", help="bits, 0 = same, 1 = nothing in common", format="%.3f",
+                 min_value=0.0, max_value=1.0)})
+st.plotly_chart(difference_heatmap(table), key="compare_grid")
+differences = {(int(row.layer), int(row.head)): row.difference for row in table.itertuples()}
+layer, head = st.selectbox(
+    "Head to compare (most different first)", list(differences), key="compare_head",
+    format_func=lambda pair: f"layer {pair[0]} · head {pair[1]} (difference {differences[pair]:.3f})",
+)
+left, right = st.columns(2)
+first_figure, second_figure = side_by_side(first_view.record, second_view.record, layer, head)
+left.plotly_chart(first_figure, key="compare_first_map")
+right.plotly_chart(second_figure, key="compare_second_map")

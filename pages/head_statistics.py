@@ -1,0 +1,46 @@
+import streamlit as st
+
+from ui.state import current_record
+from viz.heatmap import attention_heatmap
+from viz.statistics import (COLUMN_HELP, LABEL_RULES, NUMERIC_COLUMNS, head_statistics,
+                            statistic_heatmap, statistics_csv)
+from viz.tokens import apply_token_options
+
+st.title("Head statistics")
+st.markdown(
+    "Clark et al. (2019, *What Does BERT Look At?*) found that many heads follow simple "
+    "patterns: look at the previous token, look at [SEP], spread out evenly. Each row of the "
+    "table is one head, measured on the sentence in the sidebar. Every number is averaged over "
+    "the head's query rows; entropy is in **bits** (0 = all weight on one token). Click a column "
+    "heading to sort, and select a row to open that head."
+)
+record = current_record()
+if record is not None:
+    view = apply_token_options(record, st.session_state.get("sb_merge_words", False),
+                               st.session_state.get("sb_hide_special", False))
+    for note in view.notes:
+        st.info(note)
+    table = head_statistics(view.record)
+    st.caption(f"{view.record.num_layers} layers × {view.record.num_heads} heads · "
+               f"{view.record.num_tokens} tokens · {view.record.source}. {LABEL_RULES}")
+    event = st.dataframe(
+        table, key="stats_table", on_select="rerun", selection_mode="single-row",
+        hide_index=True, column_config={
+            name: st.column_config.NumberColumn(name, help=COLUMN_HELP[name], format="%.3f")
+            for name in NUMERIC_COLUMNS
+        },
+    )
+    st.download_button("Download the table as CSV", statistics_csv(table), key="stats_csv",
+                       file_name="head_statistics.csv", mime="text/csv")
+    rows = [row for row in event.selection.rows if 0 <= row < len(table)]
+    if rows:
+        chosen = table.iloc[rows[0]]
+        st.subheader(f"Layer {chosen['layer']} · head {chosen['head']}: {chosen['label']}")
+        st.plotly_chart(attention_heatmap(view.record, int(chosen["layer"]), int(chosen["head"])),
+                        key="stats_head")
+    else:
+        st.caption("Select a row in the table to open that head here.")
+    column = st.selectbox("Colour the layer × head map by", NUMERIC_COLUMNS, key="stats_column",
+                          help="Each cell is one head; hover for its value.")
+    st.caption(COLUMN_HELP[column])
+    st.plotly_chart(statistic_heatmap(table, column), key="stats_grid")

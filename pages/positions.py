@@ -1,0 +1,56 @@
+import streamlit as st
+
+from models.pretrained import DEFAULT_MODEL, ModelLoadError
+from ui import teaching_cache as teach
+from ui.state import MODEL_NAME
+from viz.positions import similarity_heatmap, sinusoid_heatmap
+
+st.title("Positions")
+st.markdown(
+    "Attention by itself ignores word order: shuffle the tokens and every token gets the same "
+    "weights as before, just shuffled along. *Dog bites man* and *man bites dog* would look "
+    "alike. So before the first layer a **position vector** is added to each token's embedding. "
+    "The original Transformer used fixed sine and cosine waves; BERT-style models, like the "
+    "pretrained model in the sidebar, learn a table of position vectors during training."
+)
+left, right = st.columns(2)
+count = left.slider("Positions", 8, 512, 64, step=8, key="positions_count")
+dim = right.slider("Dimensions (sinusoidal encoding)", 16, 768, 128, step=16, key="positions_dim")
+
+st.subheader("The sinusoidal encoding")
+st.markdown(
+    "Each row is the vector added at one position. Columns come in pairs: column 2i holds "
+    "sin(p / 10000^(2i/d)) and column 2i + 1 the cosine of the same angle. At position 0 every "
+    "sine is 0 and every cosine is 1. The pairs on the left turn fast and repeat within a few "
+    "positions; further right they turn so slowly that they tell far-apart positions apart, a "
+    "little like the hands of a clock."
+)
+st.plotly_chart(sinusoid_heatmap(teach.sinusoid(count, dim)), key="positions_sinusoid")
+
+st.subheader("How alike are two positions?")
+st.markdown(
+    "Each cell is the cosine similarity between the vectors of two positions (1: same "
+    "direction, 0: unrelated). For the sinusoids it depends only on the distance between the "
+    "two positions, so every diagonal is constant: shifting a pair of positions does not change "
+    "how alike they look. The learned table had no such rule built in; see how much of it the "
+    "model picked up from text."
+)
+name = st.session_state.get(MODEL_NAME, DEFAULT_MODEL)
+sinusoid_column, learned_column = st.columns(2)
+sinusoid_column.plotly_chart(
+    similarity_heatmap(teach.sinusoid_similarity(count, dim), f"Sinusoidal, d = {dim}"),
+    key="positions_sinusoid_similarity")
+try:
+    available = teach.learned_count(name)
+    if available == 0:
+        learned_column.info(f"'{name}' has no learned position table (it encodes positions "
+                            "another way), so there is nothing to compare here.")
+    else:
+        shown = min(count, available)
+        if shown < count:
+            learned_column.caption(f"'{name}' learned only {available} positions.")
+        learned_column.plotly_chart(
+            similarity_heatmap(teach.learned_similarity(name, shown), f"Learned by {name}"),
+            key="positions_learned_similarity")
+except ModelLoadError as error:
+    learned_column.error(str(error))

@@ -1,0 +1,68 @@
+import streamlit as st
+
+from ui import teaching_cache as teach
+from viz.scaling import dot_product_figure, entropy_curve_figure, softmax_bars_figure
+
+EXPERIMENT_SEED = 0
+DIMENSIONS = [2 ** power for power in range(13)]  # 1 ... 4096
+
+st.title("Why attention is scaled")
+st.markdown(
+    "An attention score is a dot product q·k: a sum of d_k products, one per dimension. If the "
+    "numbers in q and k are random with variance 1, every product adds variance 1, so the sum "
+    "has variance d_k and a typical size of about √d_k. Bigger heads would get bigger scores "
+    "for no reason but their size. Transformers therefore divide the scores by √d_k before the "
+    "softmax. Below you can see the growth in a measurement, and what the softmax does when "
+    "the scores are left unscaled."
+)
+dimension = st.select_slider("d_k, the size of each query and key vector", DIMENSIONS, value=64,
+                             key="scaling_dk")
+
+st.subheader("Dot products grow like √d")
+experiment = teach.dot_products(EXPERIMENT_SEED)
+yours = teach.dot_products_at(dimension, EXPERIMENT_SEED)
+st.plotly_chart(dot_product_figure(experiment.dimensions, experiment.mean_abs,
+                                   experiment.approximation, samples=experiment.samples,
+                                   highlight=(dimension, float(yours.mean_abs[0]))),
+                key="scaling_dots")
+st.caption(
+    f"For each d from 1 to {int(experiment.dimensions[-1]):,}, {experiment.samples:,} pairs of "
+    f"vectors were drawn from a standard normal distribution (seed {EXPERIMENT_SEED}). At your "
+    f"d_k = {dimension} the mean |q·k| is {yours.mean_abs[0]:.2f}; √(2d/π) predicts "
+    f"{yours.approximation[0]:.2f} (ratio {yours.ratio[0]:.3f}). Dividing by √d_k = "
+    f"{dimension ** 0.5:.1f} brings it back to about √(2/π) ≈ 0.8, whatever the size of d_k."
+)
+
+st.subheader("What the softmax does with large scores")
+st.markdown(
+    "Here is one query scored against a few random keys. The softmax turns score differences "
+    "into ratios e^(difference): a difference of 30 makes one weight about 10¹³ times another. "
+    "Unscaled, the scores spread over about ±√d_k, so for large d_k nearly all the weight lands "
+    "on one key (the softmax **saturates**) and its gradient all but vanishes. The entropy "
+    "measures how spread out the weights are: log₂ N bits when uniform over N keys, 0 when all "
+    "on one."
+)
+left, right = st.columns(2)
+num_keys = left.slider("Number of keys", 2, 32, 8, key="scaling_keys")
+seed = right.number_input("Random draw (seed)", 0, 10_000, 0, key="scaling_seed")
+row = teach.row(dimension, num_keys, int(seed))
+first, second, third = st.columns(3)
+first.metric("Entropy, unscaled", f"{row.unscaled_entropy:.2f} bits")
+second.metric(f"Entropy, scaled by 1/√{dimension}", f"{row.scaled_entropy:.2f} bits")
+third.metric("Uniform (maximum)", f"{row.max_entropy:.2f} bits")
+st.plotly_chart(softmax_bars_figure(dimension, unscaled_scores=row.unscaled_scores,
+                                    unscaled_weights=row.unscaled_weights,
+                                    scaled_scores=row.scaled_scores,
+                                    scaled_weights=row.scaled_weights,
+                                    entropies=(row.unscaled_entropy, row.scaled_entropy)),
+                key="scaling_bars")
+
+st.markdown(
+    "One row can be lucky or unlucky, so the curve below averages the entropy over "
+    f"{teach.ENTROPY_ROWS} random rows of {num_keys} keys for each d. Unscaled, it falls towards "
+    "0 as d grows; scaled, it stays where it was at d = 1."
+)
+curve = teach.entropies(num_keys, EXPERIMENT_SEED)
+st.plotly_chart(entropy_curve_figure(curve.dimensions, curve.unscaled, curve.scaled,
+                                     num_keys=num_keys, highlight=dimension),
+                key="scaling_entropy")

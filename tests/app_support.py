@@ -1,0 +1,58 @@
+"""Helpers for AppTest: run the real app.py with a given sidebar input and read its figures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = str(ROOT / "app.py")
+TIMEOUT_S = 180
+
+
+def run_page(page: str | None = None, text: str | None = None, pair: str | None = None,
+             state: dict | None = None) -> AppTest:
+    """Run app.py (optionally switched to `pages/<page>.py`) and return the finished AppTest."""
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    for key, value in (state or {}).items():
+        at.session_state[key] = value
+    if text is not None:
+        at.session_state["sb_text"] = text
+    if pair is not None:
+        at.session_state["sb_pair"] = pair
+    if page is not None:
+        at.switch_page(f"pages/{page}.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def figures(at: AppTest) -> list[dict]:
+    """The Plotly figures the page rendered, as the JSON dicts sent to the browser."""
+    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+
+
+def texts(at: AppTest) -> str:
+    """All markdown, captions, info, warnings, errors and successes on the page, joined."""
+    parts = []
+    for kind in ("markdown", "caption", "info", "warning", "error", "success"):
+        parts.extend(str(element.value) for element in at.get(kind))
+    return "\n".join(parts)
+
+
+def array(value) -> "np.ndarray":
+    """A Plotly JSON array: plain nested lists, or a typed array {"dtype", "bdata", "shape"}."""
+    import base64
+
+    import numpy as np
+
+    if isinstance(value, dict) and "bdata" in value:
+        data = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+        shape = value.get("shape")
+        if shape is not None:
+            shape = [int(n) for n in str(shape).split(",")] if isinstance(shape, str) else shape
+            data = data.reshape(shape)
+        return data
+    return np.array(value, dtype=float)

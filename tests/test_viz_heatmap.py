@@ -1,0 +1,57 @@
+"""The heatmap builders, checked on the figure's data."""
+
+import numpy as np
+
+from models.record import AttentionRecord
+from viz.heatmap import attention_heatmap, layer_heads_grid
+
+
+def make_record(tokens, layers=2, heads=3, seed=0):
+    rng = np.random.default_rng(seed)
+    raw = rng.random((layers, heads, len(tokens), len(tokens)))
+    return AttentionRecord(tokens=tuple(tokens), weights=raw / raw.sum(-1, keepdims=True),
+                           source="synthetic")
+
+
+def test_single_head_heatmap_values_labels_and_scale():
+    record = make_record(["[CLS]", "time", "flies", "flies", "[SEP]"])
+    figure = attention_heatmap(record, 1, 2)
+    trace = figure.data[0]
+    np.testing.assert_array_equal(np.asarray(trace.z), record.weights[1, 2])
+    assert (trace.zmin, trace.zmax) == (0.0, 1.0)
+    assert list(figure.layout.xaxis.ticktext) == ["[CLS]", "time", "flies", "flies", "[SEP]"]
+    assert list(figure.layout.yaxis.ticktext) == list(figure.layout.xaxis.ticktext)
+    assert figure.layout.yaxis.autorange == "reversed"  # queries read downwards
+    assert "%{z:.3f}" in trace.hovertemplate
+    # duplicate tokens keep their own rows: hover names query 3 and key 2 distinctly
+    assert list(trace.customdata[3][2]) == ["flies #3", "flies #2"]
+    assert figure.layout.title.text == "Layer 1 · Head 2"
+
+
+def test_user_text_is_escaped_in_labels_and_hover():
+    record = make_record(["<script>alert(1)</script>", "<b>x</b>", " "])
+    figure = attention_heatmap(record, 0, 0)
+    labels = list(figure.layout.xaxis.ticktext)
+    assert labels[0] == "&lt;script&gt;alert(1)&lt;/script&gt;"
+    assert labels[1] == "&lt;b&gt;x&lt;/b&gt;"
+    assert labels[2] == "␣"
+    assert "<script>" not in figure.to_json()
+
+
+def test_long_inputs_thin_the_tick_labels_but_keep_every_value():
+    record = make_record([f"t{i}" for i in range(200)], layers=1, heads=1)
+    figure = attention_heatmap(record, 0, 0)
+    assert np.asarray(figure.data[0].z).shape == (200, 200)
+    ticks = list(figure.layout.xaxis.tickvals)
+    assert 2 < len(ticks) <= 64 and ticks[0] == 0 and ticks[-1] == 199
+
+
+def test_layer_grid_has_every_head_on_one_shared_scale():
+    record = make_record(["a", "b", "c", "d"], layers=2, heads=6)
+    figure = layer_heads_grid(record, 1)
+    assert len(figure.data) == 6
+    assert {trace.coloraxis for trace in figure.data} == {"coloraxis"}
+    assert (figure.layout.coloraxis.cmin, figure.layout.coloraxis.cmax) == (0.0, 1.0)
+    for head, trace in enumerate(figure.data):
+        np.testing.assert_allclose(np.asarray(trace.z), record.weights[1, head], atol=5e-4)
+    assert [a.text for a in figure.layout.annotations] == [f"Head {h}" for h in range(6)]
