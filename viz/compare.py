@@ -47,7 +47,7 @@ def role_distribution(record: AttentionRecord) -> np.ndarray:
     role[:, special[:1]] = ROLES.index("first special")
     one_hot = np.eye(len(ROLES), dtype=record.weights.dtype)[role]  # (Q, K, R)
     weights = record.weights
-    per_row = np.einsum("lhqk,qkr->lhqr", weights, one_hot)  # (L, H, Q, R)
+    per_row = np.einsum("lhqk,qkr->lhqr", weights, one_hot, optimize=True)  # (L, H, Q, R)
     live = weights.sum(axis=-1) > EMPTY_ROW_WEIGHT  # (L, H, Q)
     count_live = np.maximum(live.sum(axis=-1, keepdims=True), 1)  # (L, H, 1)
     return (per_row * live[..., None]).sum(axis=-2, dtype=np.float64) / count_live

@@ -40,11 +40,9 @@ def sinusoid_heatmap(encoding: np.ndarray) -> go.Figure:
 
 def similarity_heatmap(similarity: np.ndarray, title: str) -> go.Figure:
     """A (P, P) cosine-similarity map between positions, on a fixed [-1, 1] scale."""
-    count = similarity.shape[0]
     figure = go.Figure(go.Heatmap(
         z=np.round(similarity, style.HOVER_DECIMALS), colorscale=style.DIVERGING_COLORSCALE,
         zmin=-1.0, zmax=1.0, colorbar=dict(title=dict(text="cosine"), thickness=14),
         hovertemplate="position %{y} vs %{x}<br>cosine %{z:.3f}<extra></extra>",
     ))
-    return _layout(figure, title, "position", "position",
-                   style.heatmap_size(min(count, style.MAX_TICK_LABELS)), True)
+    return _layout(figure, title, "position", "position", style.MIN_HEATMAP_PX, True)

