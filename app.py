@@ -6,14 +6,26 @@ import streamlit as st
 
 from ui.state import sidebar
 
-st.set_page_config(page_title="Attention Explorer", page_icon="🔍", layout="wide")
+st.set_page_config(page_title="Attention Explorer", page_icon=":material/visibility:", layout="wide")
 
-# Every url_path differs from its file's name on purpose: with a pages/ folder present, a fresh
-# server's very first run uses Streamlit's legacy folder routing, which would run a page file
-# matching the URL without this script (no sidebar). A URL matching no file falls through to here.
-page = st.navigation([
-    st.Page("pages/attention_maps.py", title="Attention maps", icon="🟦", url_path="maps", default=True),
-])
+# Each page starts with ui.routing.through_app(), which keeps Streamlit's legacy pages/ folder
+# routing from running a page without this script on a fresh server's first request.
+page = st.navigation({
+    "Explore a model": [
+        st.Page("pages/attention_maps.py", title="Attention maps", icon=":material/grid_on:", default=True),
+        st.Page("pages/all_heads.py", title="All heads at once", icon=":material/apps:"),
+        st.Page("pages/bertviz_views.py", title="bertviz views", icon=":material/hub:"),
+        st.Page("pages/row_arithmetic.py", title="One row, step by step", icon=":material/calculate:"),
+        st.Page("pages/head_statistics.py", title="Head statistics", icon=":material/bar_chart:"),
+        st.Page("pages/rollout.py", title="Attention rollout", icon=":material/waves:"),
+        st.Page("pages/compare.py", title="Compare two inputs", icon=":material/compare:"),
+    ],
+    "How attention works": [
+        st.Page("pages/causal_masks.py", title="Causal and padding masks", icon=":material/change_history:"),
+        st.Page("pages/scaling.py", title="Why attention is scaled", icon=":material/straighten:"),
+        st.Page("pages/positions.py", title="Positions", icon=":material/pin_drop:"),
+    ],
+})
 sidebar()
 try:
     page.run()

@@ -20,7 +20,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
+from safetensors.torch import save_file
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
 from models.pretrained import (
@@ -38,12 +41,12 @@ DEFAULT_CACHE_ROOT = Path("~/.cache/attention-explorer")
 CACHE_FORMAT = 1  # bump when the converted folder's layout changes
 MANIFEST = "converted.json"  # written last: its presence and file sizes mark a complete cache
 CACHE_FILES = ("config.json", "model.safetensors", "tokenizer.json")
-FLOAT32_EXPANSION = 8  # float32 takes at most 8x the bytes of weights quantised to >= 4 bits
-DISK_MARGIN_BYTES = 64 * 2**20
-ATTENTION_BUDGET_BYTES = 128 * 2**20  # float32 attentions of one record, every layer and head
 MIB = 2**20
+FLOAT32_EXPANSION = 8  # float32 takes at most 8x the bytes of weights quantised to >= 4 bits
+DISK_MARGIN_BYTES = 64 * MIB
+ATTENTION_BUDGET_BYTES = 128 * MIB  # float32 attentions of one record, every layer and head
 
-# Causal LM types that are encoders given a decoder head (BertLMHeadModel, ...), not decoders.
+# Model types with a causal-LM class, minus encoders that merely have one (BertLMHeadModel, ...).
 CAUSAL_TYPES = frozenset(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES) - ENCODER_TYPES
 
 Progress = Callable[[float, str], None]
@@ -70,22 +73,20 @@ def load_decoder(
     if name != DEFAULT_DECODER:
         report(0.1, f"Loading {name}…")
         loaded = load_causal_lm(name)
-        report(1.0, f"Loaded {name}.")
-        return loaded
-    folder = converted_folder(cache_dir)
-    if is_complete(folder):
-        report(0.5, "Loading the converted SmolLM2 from the cache…")
-        try:
+    else:
+        folder = converted_folder(cache_dir)
+        loaded = None
+        if is_complete(folder):
+            report(0.5, "Loading the converted SmolLM2 from the cache…")
+            try:
+                loaded = load_causal_lm(DEFAULT_DECODER, folder)
+            except ModelLoadError:  # complete-looking but unreadable: convert it again
+                shutil.rmtree(folder, ignore_errors=True)
+        if loaded is None:
+            _build_cache(folder, report)
+            report(0.97, "Loading the converted SmolLM2…")
             loaded = load_causal_lm(DEFAULT_DECODER, folder)
-        except ModelLoadError:  # complete-looking but unreadable: convert it again
-            shutil.rmtree(folder, ignore_errors=True)
-        else:
-            report(1.0, "SmolLM2 is ready.")
-            return loaded
-    _build_cache(folder, report)
-    report(0.97, "Loading the converted SmolLM2…")
-    loaded = load_causal_lm(DEFAULT_DECODER, folder)
-    report(1.0, "SmolLM2 is ready.")
+    report(1.0, f"{name} is ready.")
     return loaded
 
 
@@ -116,7 +117,7 @@ def load_causal_lm(name: str, source: str | Path | None = None) -> LoadedModel:
             trust_remote_code=False, dtype=torch.float32,
         )
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
-    except (OSError, ValueError, KeyError, RuntimeError) as error:
+    except (OSError, ValueError, KeyError, RuntimeError, SafetensorError) as error:
         raise ModelLoadError(f"Could not load '{name}': {_first_sentence(error)}") from error
     model.eval()
     return LoadedModel(name=name, model=model, tokenizer=tokenizer,
@@ -258,12 +259,9 @@ def _build_cache(folder: Path, report: Progress) -> None:
 def _convert_gguf(gguf_path: Path, target: Path, report: Progress) -> None:
     """Dequantise the GGUF into float32 safetensors, and save its config and tokenizer."""
     try:
-        from safetensors.torch import save_file
-        from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+        import gguf  # noqa: F401  (transformers reads GGUF files through it)
     except ImportError as error:
-        raise ModelLoadError(
-            "Converting SmolLM2 needs the 'gguf' and 'safetensors' packages: install them."
-        ) from error
+        raise ModelLoadError("Converting SmolLM2 needs the 'gguf' package: install it.") from error
     folder, file = str(gguf_path.parent), gguf_path.name
     report(0.02, "Reading SmolLM2's settings (first use on this machine, about 20 s)…")
     config = AutoConfig.from_pretrained(folder, gguf_file=file)

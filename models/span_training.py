@@ -12,6 +12,7 @@ Dimension letters: B batch, T tokens, L layers, H heads, V vocabulary.
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -48,7 +49,7 @@ class SpanTrainingConfig:
     max_span: float = 32.0
     ramp: float = 4.0
     penalty: float = 0.05
-    initial_span: float = 0.0
+    initial_span: float | None = None  # None = max_span: every head starts seeing everything
     causal: bool = True
     seed: int = 0
     log_every: int = 10
@@ -195,6 +196,9 @@ def train_span_model(
         {"params": others, "lr": config.learning_rate},
         {"params": spans, "lr": config.span_learning_rate},
     ])
+    # cosine decay to 0: z stops moving at the end instead of overshooting what the task needs
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimiser, lambda step: 0.5 * (1.0 + math.cos(math.pi * step / config.steps)))
     loss_steps, losses, running = [], [], []
     model.train()
     for step in range(1, config.steps + 1):
@@ -204,6 +208,7 @@ def train_span_model(
         optimiser.zero_grad()
         (loss + model.span_penalty()).backward()
         optimiser.step()
+        schedule.step()
         for module in span_modules(model.encoder):
             module.clamp_()
         running.append(loss.item())

@@ -2,6 +2,9 @@ import streamlit as st
 
 from ui.state import current_record, index_slider
 from viz.heatmap import attention_heatmap, layer_heads_grid
+from ui.routing import through_app
+
+through_app()
 
 st.title("Attention maps")
 st.markdown(

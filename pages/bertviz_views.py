@@ -3,6 +3,9 @@ import streamlit as st
 from models.record import AttentionRecord
 from ui.state import current_record
 from viz.bertviz_views import HEAD_VIEW, MODEL_VIEW, WEIGHT_DECIMALS, max_tokens, view_html
+from ui.routing import through_app
+
+through_app()
 
 VIEW_LABELS = {HEAD_VIEW: "Head view", MODEL_VIEW: "Model view"}
 CACHED_PAGES = 4
@@ -33,8 +36,8 @@ if record is not None:
         st.info(
             f"This input has {record.num_tokens} tokens. bertviz's {VIEW_LABELS[view].lower()} "
             f"draws a line for every pair of tokens in every head, and for this model it stays "
-            f"responsive up to {limit} tokens. Use the **All heads** page for longer inputs: it "
-            "shows every layer and head at any length."
+            f"responsive up to {limit} tokens. Use the **All heads at once** page for longer "
+            "inputs: it shows every layer and head at any length."
         )
     else:
         st.caption(f"{record.num_tokens} tokens · {record.source} · weights rounded to "

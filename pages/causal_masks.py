@@ -4,6 +4,9 @@ from models.pretrained import DEFAULT_MODEL, ModelLoadError
 from ui import cache, teaching_cache as teach
 from ui.state import DEFAULT_TEXT, MODEL_NAME, index_slider
 from viz.masks import mask_steps_figures, side_by_side
+from ui.routing import through_app
+
+through_app()
 
 st.title("Causal masks")
 st.markdown(
@@ -43,6 +46,9 @@ left, right = st.columns(2)
 layer = index_slider("Layer", causal.record.num_layers, "masks_layer", left)
 head = index_slider("Head", causal.record.num_heads, "masks_head", right)
 st.caption(f"{causal.record.num_tokens} tokens · {causal.record.source}")
+if causal.record.dropped_tokens:
+    st.warning(f"The input is longer than the encoder's {causal.record.num_tokens} positions: "
+               f"the last {causal.record.dropped_tokens} tokens were dropped.")
 
 st.subheader("Bidirectional and causal, side by side")
 st.markdown(

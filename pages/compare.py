@@ -3,8 +3,11 @@ import streamlit as st
 from models.pretrained import DEFAULT_MODEL, ModelLoadError
 from ui import cache
 from ui.state import MODEL_NAME
+from ui.routing import through_app
 from viz.compare import compare_heads, difference_heatmap, ranking_measure, side_by_side
 from viz.tokens import apply_token_options
+
+through_app()
 
 st.title("Compare two inputs")
 st.markdown(
@@ -32,20 +35,25 @@ merge = st.session_state.get("sb_merge_words", False)
 hide = st.session_state.get("sb_hide_special", False)
 first_view = apply_token_options(first, merge, hide)
 second_view = apply_token_options(second, merge, hide)
-for note in first_view.notes:
+for note in dict.fromkeys(first_view.notes + second_view.notes):
     st.info(note)
 table = compare_heads(first_view.record, second_view.record)
 st.caption(f"{first_view.record.source} · {ranking_measure(first_view.record, second_view.record)}")
-st.dataframe(table, key="compare_table", hide_index=True,
-             column_config={"difference": st.column_config.ProgressColumn(
-                 "difference", help="bits, 0 = same, 1 = nothing in common", format="%.3f",
-                 min_value=0.0, max_value=1.0)})
+st.dataframe(table, key="compare_table", hide_index=True, column_config={
+    "difference": st.column_config.ProgressColumn(
+        "difference", help="bits, 0 = same, 1 = nothing in common", format="%.3f",
+        min_value=0.0, max_value=1.0),
+    "role_jsd": st.column_config.NumberColumn("role_jsd", format="%.3f",
+                                              help="difference of what kind of token it looks at"),
+    "aligned_jsd": st.column_config.NumberColumn("aligned_jsd", format="%.3f",
+                                                 help="difference position by position"),
+})
 st.plotly_chart(difference_heatmap(table), key="compare_grid")
-differences = {(int(row.layer), int(row.head)): row.difference for row in table.itertuples()}
-layer, head = st.selectbox(
-    "Head to compare (most different first)", list(differences), key="compare_head",
-    format_func=lambda pair: f"layer {pair[0]} · head {pair[1]} (difference {differences[pair]:.3f})",
-)
+labels = {(int(row.layer), int(row.head)):
+          f"layer {row.layer} · head {row.head} (difference {row.difference:.3f})"
+          for row in table.itertuples()}
+layer, head = st.selectbox("Head to compare (most different first)", list(labels),
+                           format_func=labels.get, key="compare_head")
 left, right = st.columns(2)
 first_figure, second_figure = side_by_side(first_view.record, second_view.record, layer, head)
 left.plotly_chart(first_figure, key="compare_first_map")

@@ -1,10 +1,13 @@
 import streamlit as st
 
 from ui.state import current_record
+from ui.routing import through_app
 from viz.heatmap import attention_heatmap
 from viz.statistics import (COLUMN_HELP, LABEL_RULES, NUMERIC_COLUMNS, head_statistics,
                             statistic_heatmap, statistics_csv)
 from viz.tokens import apply_token_options
+
+through_app()
 
 st.title("Head statistics")
 st.markdown(

@@ -4,6 +4,9 @@ from models.pretrained import DEFAULT_MODEL, ModelLoadError
 from ui import teaching_cache as teach
 from ui.state import MODEL_NAME
 from viz.positions import similarity_heatmap, sinusoid_heatmap
+from ui.routing import through_app
+
+through_app()
 
 st.title("Positions")
 st.markdown(

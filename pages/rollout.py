@@ -1,8 +1,11 @@
 import streamlit as st
 
 from ui.state import current_record, index_slider
+from ui.routing import through_app
 from viz.rollout import FORMULA, FORMULA_TEXT, rollout_figures
 from viz.tokens import apply_token_options
+
+through_app()
 
 st.title("Attention rollout")
 st.markdown(

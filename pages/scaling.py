@@ -2,6 +2,9 @@ import streamlit as st
 
 from ui import teaching_cache as teach
 from viz.scaling import dot_product_figure, entropy_curve_figure, softmax_bars_figure
+from ui.routing import through_app
+
+through_app()
 
 EXPERIMENT_SEED = 0
 DIMENSIONS = [2 ** power for power in range(13)]  # 1 ... 4096

@@ -20,8 +20,19 @@ CHROMIUM_ARGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
 START_TIMEOUT_S = 90
-# (url path, heading to wait for)
-PAGES = [("", "Attention maps")]
+# (url path, heading to wait for): every page of app.py's navigation
+PAGES = [
+    ("", "Attention maps"),
+    ("all_heads", "All heads at once"),
+    ("bertviz_views", "bertviz views"),
+    ("row_arithmetic", "One attention row, step by step"),
+    ("head_statistics", "Head statistics"),
+    ("rollout", "Attention rollout"),
+    ("compare", "Compare two inputs"),
+    ("causal_masks", "Causal masks"),
+    ("scaling", "Why attention is scaled"),
+    ("positions", "Positions"),
+]
 
 
 def missing_chromium_message() -> str | None:

@@ -78,7 +78,8 @@ def test_next_self_and_sink_heads(table):
     assert cls["label"] == "[CLS] sink" and cls["cls"] == pytest.approx(1.0)
     assert cls["sep"] == pytest.approx(0.0)
     punctuation = table.iloc[5]
-    assert punctuation["label"] == "punctuation" and punctuation["punctuation"] == pytest.approx(1.0)
+    assert punctuation["label"] == "punctuation"
+    assert punctuation["punctuation"] == pytest.approx(1.0)
 
 
 def test_uniform_head_is_broad_with_maximal_entropy(table):
@@ -87,7 +88,8 @@ def test_uniform_head_is_broad_with_maximal_entropy(table):
     assert row["entropy_bits"] == pytest.approx(np.log2(COUNT))
     for column in ("cls", "sep", "punctuation", "self", "previous", "next"):
         assert row[column] == pytest.approx(1 / COUNT)
-    assert row["mean_distance"] == pytest.approx(np.abs(np.subtract.outer(range(6), range(6))).mean())
+    distances = np.abs(np.subtract.outer(range(COUNT), range(COUNT)))
+    assert row["mean_distance"] == pytest.approx(distances.mean())
 
 
 def test_head_without_a_majority_is_mixed_with_its_entropy(table):
@@ -156,7 +158,8 @@ def test_rollout_matches_a_hand_computation():
     rollout = attention_rollout(record)
     assert rollout.shape == (2, 2, 2)
     np.testing.assert_allclose(rollout[0], [[0.75, 0.25], [0.25, 0.75]])
-    np.testing.assert_allclose(rollout[1], [[0.5, 0.5], [0.25, 0.75]])  # [[.5,.5],[0,1]] @ rollout[0]
+    # [[.5, .5], [0, 1]] @ rollout[0]
+    np.testing.assert_allclose(rollout[1], [[0.5, 0.5], [0.25, 0.75]])
 
 
 def test_rollout_rows_sum_to_one_and_figures_show_both_maps():
@@ -186,7 +189,8 @@ def test_merge_word_pieces_sums_keys_and_averages_queries():
     assert merged.tokens == ("[CLS]", "playing", "fast", "[SEP]")
     assert merged.special_positions == (0, 3)
     w = weights[1, 2]
-    assert merged.weights[1, 2, 1, 1] == pytest.approx(((w[1, 1] + w[1, 2]) + (w[2, 1] + w[2, 2])) / 2)
+    playing_to_playing = ((w[1, 1] + w[1, 2]) + (w[2, 1] + w[2, 2])) / 2
+    assert merged.weights[1, 2, 1, 1] == pytest.approx(playing_to_playing)
     assert merged.weights[1, 2, 0, 1] == pytest.approx(w[0, 1] + w[0, 2])
     assert merged.weights[1, 2, 1, 3] == pytest.approx((w[1, 4] + w[2, 4]) / 2)
     assert merged.weights[1, 2, 3, 2] == pytest.approx(w[4, 3])
@@ -207,9 +211,11 @@ def test_word_boundaries_for_bpe_sentencepiece_and_pairs():
         return word_groups(AttentionRecord(tokens=tokens, weights=weights, source="hand",
                                            special_positions=special, segment_ids=segments))
 
-    assert groups(("<s>", "Time", "Ġfl", "ies", "Ġlike", "</s>"), (0, 5)) == [[0], [1], [2, 3], [4], [5]]
+    bpe = ("<s>", "Time", "Ġfl", "ies", "Ġlike", "</s>")
+    assert groups(bpe, (0, 5)) == [[0], [1], [2, 3], [4], [5]]
     assert groups(("<s>", "▁fl", "ies", "▁like"), (0,)) == [[0], [1, 2], [3]]
-    assert groups(("[CLS]", "##a", "b", "##c", "[SEP]", "##d"), (0, 4)) == [[0], [1], [2, 3], [4], [5]]
+    wordpiece = ("[CLS]", "##a", "b", "##c", "[SEP]", "##d")
+    assert groups(wordpiece, (0, 4)) == [[0], [1], [2, 3], [4], [5]]
     # a word never crosses into the second sentence, even with no special token between
     assert groups(("a", "Ġb", "c", "Ġd"), (), (0, 0, 1, 1)) == [[0], [1], [2], [3]]
 
@@ -286,7 +292,9 @@ def test_compare_ranks_the_changed_head_first_when_lengths_match():
     assert table["label_first"].iloc[0] == "punctuation"
     np.testing.assert_allclose(table["difference"], table["aligned_jsd"])
     np.testing.assert_allclose(aligned_divergence(first, first), 0.0, atol=1e-6)
-    assert np.asarray(difference_heatmap(table).data[0].z).shape == (1, 8)
+    grid = difference_heatmap(table).data[0]
+    assert np.asarray(grid.z).shape == (1, 8)
+    assert grid.zmax == pytest.approx(table["difference"].max())
 
 
 def test_compare_uses_roles_across_different_lengths():

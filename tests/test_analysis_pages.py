@@ -92,6 +92,8 @@ def test_statistics_respect_hidden_special_tokens():
     shown = at.dataframe[0].value
     assert shown["cls"].max() == 0.0 and shown["sep"].max() == 0.0
     assert "Special tokens ([CLS], [SEP]) are hidden" in texts(at)
+    # layer 0 head 2 sends "time" to [CLS] with all but 1e-9 of its weight: that row is empty
+    assert f"1 of {LAYERS * HEADS * 6} rows put all their weight on special tokens" in texts(at)
 
 
 def test_rollout_page_states_the_formula_and_shows_rollout_next_to_raw():
@@ -127,10 +129,10 @@ def test_compare_page_ranks_heads_and_shows_the_top_one_side_by_side():
     layer, head = int(table["layer"].iloc[0]), int(table["head"].iloc[0])
     first = z(by_title(at, f"First input · layer {layer}, head {head}"))
     second = z(by_title(at, f"Second input · layer {layer}, head {head}"))
-    np.testing.assert_allclose(first, sidebar_record("time flies like an arrow").head(layer, head),
-                               atol=1e-6)
-    np.testing.assert_allclose(second, sidebar_record("fruit flies like a banana").head(layer, head),
-                               atol=1e-6)
+    expected_first = sidebar_record("time flies like an arrow").head(layer, head)
+    expected_second = sidebar_record("fruit flies like a banana").head(layer, head)
+    np.testing.assert_allclose(first, expected_first, atol=1e-6)
+    np.testing.assert_allclose(second, expected_second, atol=1e-6)
 
 
 def test_compare_page_with_different_lengths_and_a_chosen_head():
@@ -139,3 +141,11 @@ def test_compare_page_with_different_lengths_and_a_chosen_head():
     assert "aligned_jsd" not in at.dataframe[0].value.columns
     assert z(by_title(at, "First input · layer 2, head 5")).shape == (7, 7)
     assert z(by_title(at, "Second input · layer 2, head 5")).shape == (4, 4)
+
+
+def test_compare_page_falls_back_from_a_head_that_no_longer_exists():
+    at = run_page("compare", state={"compare_head": (99, 99), "sb_hide_special": True})
+    table = at.dataframe[0].value
+    layer, head = int(table["layer"].iloc[0]), int(table["head"].iloc[0])
+    assert z(by_title(at, f"First input · layer {layer}, head {head}")).shape == (5, 5)
+    assert "are hidden" in texts(at)

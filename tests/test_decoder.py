@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -118,6 +119,14 @@ def test_folder_with_only_pickled_weights(tmp_path, tiny_gpt2):
         load_decoder(str(tmp_path))
 
 
+def test_folder_with_a_corrupt_weights_file(tmp_path, tiny_gpt2):
+    shutil.copytree(tiny_gpt2[0], tmp_path, dirs_exist_ok=True)
+    with open(tmp_path / "model.safetensors", "r+b") as weights:
+        weights.write(b"\xff" * 8)  # the header length: now far past the end of the file
+    with pytest.raises(ModelLoadError, match="Could not load .*header"):
+        load_decoder(str(tmp_path))
+
+
 def test_bert_folder_is_not_a_causal_lm():
     with pytest.raises(ModelLoadError, match="'bert' model, not a causal language model"):
         load_decoder(str(default_model_path()))
@@ -144,6 +153,13 @@ def test_gguf_missing_from_package(monkeypatch, tmp_path):
     monkeypatch.setattr(decoder, "DECODER_GGUF", "missing.gguf")
     with pytest.raises(ModelLoadError, match="has no missing.gguf"):
         load_decoder(cache_dir=tmp_path)
+
+
+def test_gguf_reader_missing(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "gguf", None)  # makes `import gguf` fail
+    with pytest.raises(ModelLoadError, match="needs the 'gguf' package"):
+        load_decoder(cache_dir=tmp_path)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_not_enough_disk_is_checked_before_converting(monkeypatch, tmp_path):
@@ -281,14 +297,13 @@ def test_smollm2_damaged_cache_is_detected_and_rebuilt(smollm2, monkeypatch, tmp
     assert [p.name for p in tmp_path.iterdir()] == [folder.name]
 
 
-def test_abandoned_partial_conversion_is_removed(monkeypatch, tmp_path, smollm2):
+def test_abandoned_partial_conversion_is_removed(monkeypatch, tmp_path, tiny_gpt2):
     folder = decoder.converted_folder(tmp_path)
     abandoned = tmp_path / f".{folder.name}.partial-{2**22 + 1}-x"  # above Linux's pid_max
     abandoned.mkdir()
     (abandoned / "model.safetensors").write_bytes(b"half")
-    good = decoder.converted_folder(smollm2[1])
+    # The tiny GPT-2 stands in for the converted SmolLM2: only the cache's bookkeeping is tested.
     monkeypatch.setattr(decoder, "_convert_gguf",
-                        lambda gguf, target, report: _link_copy(good, target) or
-                        (target / MANIFEST).unlink())
-    load_decoder(cache_dir=tmp_path)
-    assert [p.name for p in tmp_path.iterdir()] == [folder.name]
+                        lambda gguf_path, target, report: _link_copy(tiny_gpt2[0], target))
+    assert load_decoder(cache_dir=tmp_path).model_type == "gpt2"
+    assert [p.name for p in tmp_path.iterdir()] == [folder.name] and is_complete(folder)

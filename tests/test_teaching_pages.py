@@ -132,3 +132,12 @@ def test_positions_page_shows_sinusoids_and_similarities():
         assert similarity.shape == (16, 16)
         np.testing.assert_allclose(np.diag(similarity), 1.0, atol=1e-3)
     assert learned["layout"]["title"]["text"].startswith("Learned by")
+
+
+def test_causal_page_explains_missing_input():
+    at = run_page("causal_masks", text="   ")
+    assert not figures(at)
+    assert [i.value for i in at.info if "Type a sentence" in i.value]
+    at = run_page("causal_masks", text=TEXT, state={"masks_first": ""})
+    assert len(figures(at)) == 5
+    assert [i.value for i in at.info if "two sentences" in i.value]

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import streamlit as st
 
+from models.arithmetic import Projections, projections_for
 from models.config import EncoderConfig
 from models.encoder import Encoder
 from models.pretrained import LoadedModel, load_pretrained, run_pretrained
 from models.record import AttentionRecord
 from models.scratch import random_encoder, run_encoder
+from models.tokenize import encode
 from models.transfer import encoder_from_bert
 
 MAX_RECORDS = 48
@@ -59,5 +61,22 @@ def record(kind: str, name: str, seed: int, text: str, pair: str) -> AttentionRe
     label = source_label(kind, name, seed)
     if kind == PRETRAINED:
         return run_pretrained(loaded, text, pair or None)
-    encoder = copied_encoder(name) if kind == SCRATCH_COPIED else seeded_encoder(name, seed)
-    return run_encoder(encoder, loaded.tokenizer, text, pair or None, label)
+    return run_encoder(model_for(kind, name, seed), loaded.tokenizer, text, pair or None, label)
+
+
+def model_for(kind: str, name: str, seed: int):
+    """The torch module behind a model choice."""
+    if kind == SCRATCH_COPIED:
+        return copied_encoder(name)
+    if kind == SCRATCH_RANDOM:
+        return seeded_encoder(name, seed)
+    return pretrained(name).model
+
+
+@st.cache_resource(max_entries=16, ttl=RECORD_TTL_SECONDS,
+                   show_spinner="Reading the model's query, key and value vectors…")
+def projections(kind: str, name: str, seed: int, text: str, pair: str) -> Projections:
+    loaded = pretrained(name)
+    model = model_for(kind, name, seed)
+    limit = model.config.max_positions if kind != PRETRAINED else loaded.max_tokens
+    return projections_for(model, encode(loaded.tokenizer, text, pair or None, limit))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import numpy as np
 import streamlit as st
@@ -58,16 +59,43 @@ def sidebar() -> None:
                 (st.error if message[0] == "error" else st.success)(message[1])
 
 
-def current_record() -> AttentionRecord | None:
-    """The record for the sidebar's input, or None after telling the user why there is none."""
-    text = st.session_state.get("sb_text", DEFAULT_TEXT) or ""
-    pair = (st.session_state.get("sb_pair") or "").strip()
+@dataclass(frozen=True)
+class Choice:
+    """What the sidebar asks for: which model, and which text."""
+
+    kind: str
+    name: str
+    seed: int
+    text: str
+    pair: str
+
+    @property
+    def key(self) -> tuple[str, str, int, str, str]:
+        return (self.kind, self.name, self.seed, self.text, self.pair)
+
+
+def current_choice() -> Choice:
+    kind = st.session_state.get("sb_kind", cache.PRETRAINED)
+    return Choice(
+        kind=kind,
+        name=st.session_state.get(MODEL_NAME, DEFAULT_MODEL),
+        seed=int(st.session_state.get("sb_seed", 0)) if kind == cache.SCRATCH_RANDOM else 0,
+        text=st.session_state.get("sb_text", DEFAULT_TEXT) or "",
+        pair=(st.session_state.get("sb_pair") or "").strip(),
+    )
+
+
+def current_record(apply_options: bool = True) -> AttentionRecord | None:
+    """The record for the sidebar's input, or None after telling the user why there is none.
+
+    With `apply_options`, the sidebar's token options (merge word pieces, hide special tokens)
+    are applied; views whose numbers only exist per model token pass False.
+    """
+    choice = current_choice()
+    kind, name, seed, text, pair = choice.key
     if not text.strip():
         st.info("Type a sentence in the sidebar to see its attention.")
         return None
-    kind = st.session_state.get("sb_kind", cache.PRETRAINED)
-    name = st.session_state.get(MODEL_NAME, DEFAULT_MODEL)
-    seed = int(st.session_state.get("sb_seed", 0)) if kind == cache.SCRATCH_RANDOM else 0
     if kind == cache.SCRATCH_COPIED and cache.pretrained(name).model_type != "bert":
         st.warning(f"Weights can be copied only from a BERT model; '{name}' is not one.")
         return None

@@ -25,6 +25,7 @@ from viz.heatmap import matrix_heatmap
 from viz.statistics import head_statistics, row_entropy_bits
 from viz.tokens import EMPTY_ROW_WEIGHT
 
+MIN_DIFFERENCE_SCALE = 0.01  # colour scale top when the two inputs are (almost) the same
 ROLES = ("first special", "other special", "self", "previous", "next", "earlier", "later")
 
 
@@ -99,11 +100,13 @@ def compare_heads(first: AttentionRecord, second: AttentionRecord) -> pd.DataFra
 
 
 def difference_heatmap(table: pd.DataFrame) -> go.Figure:
-    """A layer x head map of the ranking's difference column, on [0, 1] bits."""
+    """A layer x head map of the ranking's difference column (bits), scaled to its largest value."""
     grid = table.pivot(index="layer", columns="head", values="difference")  # (L, H)
+    values = grid.to_numpy(dtype=float)
     return matrix_heatmap(
-        grid.to_numpy(dtype=float), tuple(str(h) for h in grid.columns),
-        "How differently each head attends to the two inputs", zmin=0.0, zmax=1.0,
+        values, tuple(str(h) for h in grid.columns),
+        "How differently each head attends to the two inputs", zmin=0.0,
+        zmax=max(float(values.max()), MIN_DIFFERENCE_SCALE),
         colorbar_title="difference (bits)", row_tokens=tuple(str(i) for i in grid.index),
         axis_titles=("layer", "head"),
     )

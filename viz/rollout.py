@@ -39,7 +39,7 @@ def residual_attention(record: AttentionRecord) -> np.ndarray:
 
 
 def attention_rollout(record: AttentionRecord) -> np.ndarray:
-    """(L, Q, K): rollout[l] = Â_l ... Â_1, the flow from the input tokens to layer l's outputs."""
+    """(L, Q, K): rollout[l] = Â_l ... Â_1, the flow from the input tokens to layer l."""
     steps = residual_attention(record)
     rollout = np.empty_like(steps)
     product = np.eye(record.num_tokens)

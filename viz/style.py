@@ -33,3 +33,7 @@ RATIO_PANEL_PX = 200  # the measured / approximation panel under the dot-product
 NOTE_MARGIN_PX = 110  # room under a plot for its explanatory note
 SIDE_BY_SIDE_PX = 720  # height of side-by-side maps (they share the page width)
 TOP_AXIS_MARGIN_PX = 110  # a title above an x axis drawn at the top
+STEP_COLOURS = ("#6baed6", "#3182bd", "#08519c")  # q.k, scaled, softmax
+TILE_OUTLINE = "#c7c7c7"
+SELECTED_OUTLINE = "#d62728"
+OVERVIEW_TILE_PX = 88

@@ -15,8 +15,9 @@ Word boundaries:
   sentence of a pair into the second.
 
 Hiding special tokens drops their rows and columns and divides each remaining row by what is
-left of it. A row whose weight was all (below EMPTY_ROW_WEIGHT) on special tokens has nothing
-left to renormalise: it is kept as zeros and counted, and `notice` says so in one sentence.
+left of it. A row with less than EMPTY_ROW_WEIGHT (0.1 %) left off the special tokens has nothing
+to renormalise: it is kept as zeros and counted, and `notice` says so in one sentence. (The
+record accepts rows of zeros only under a mask, so such a result lists HIDDEN_KEYS_MASK.)
 """
 
 from __future__ import annotations
@@ -25,11 +26,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models.record import AttentionRecord
+from models.record import ROW_SUM_TOLERANCE, AttentionRecord
 
 WORDPIECE_CONTINUATION = "##"
 WORD_START_MARKERS = ("Ġ", "▁")  # byte-level BPE, SentencePiece
-EMPTY_ROW_WEIGHT = 1e-6  # a row with less weight than this off the special tokens counts as emptied
+# A row with less weight than the record's row-sum tolerance (0.1 %) counts as empty: after hiding
+# special tokens, renormalising what little is left would only magnify rounding noise.
+EMPTY_ROW_WEIGHT = ROW_SUM_TOLERANCE
 # The record lets a row sum to 0 only when a mask is listed; hidden keys act like padding.
 HIDDEN_KEYS_MASK = "padding"
 
@@ -150,7 +153,8 @@ class TokenView:
     notes: tuple[str, ...]
 
 
-def apply_token_options(record: AttentionRecord, merge_words: bool, hide_special: bool) -> TokenView:
+def apply_token_options(record: AttentionRecord, merge_words: bool,
+                        hide_special: bool) -> TokenView:
     """Merge word pieces first (special tokens stay their own words), then hide special tokens."""
     notes = []
     if merge_words:
@@ -158,7 +162,8 @@ def apply_token_options(record: AttentionRecord, merge_words: bool, hide_special
         notes.append(
             f"Word pieces merged into {merged.num_tokens} words (from {record.num_tokens} "
             "pieces): a word's row is the mean of its pieces' rows, its column the sum of "
-            "its pieces' columns."
+            "its pieces' columns." if merged is not record else
+            "No word is split into pieces here, so there is nothing to merge."
         )
         record = merged
     if hide_special:

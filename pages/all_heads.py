@@ -1,0 +1,29 @@
+import streamlit as st
+
+from ui.state import current_record, index_slider
+from viz.heatmap import attention_heatmap
+from viz.overview import all_heads_figure
+from ui.routing import through_app
+
+through_app()
+
+st.title("All heads at once")
+st.markdown(
+    "Every layer (rows) and every head (columns) of the model, side by side on one colour "
+    "scale. Look for patterns that repeat: a bright diagonal is a head that attends to the token "
+    "itself, a line just below it attends to the previous token, a bright column is a token that "
+    "collects attention from everyone (often `[SEP]` or `[CLS]`). Pick a layer and head to open "
+    "it large, with exact values on hover."
+)
+record = current_record()
+if record is not None:
+    left, right = st.columns(2)
+    with left:
+        layer = index_slider("Layer", record.num_layers, "all_layer")
+    with right:
+        head = index_slider("Head", record.num_heads, "all_head")
+    if record.num_tokens > 64:
+        st.caption(f"{record.num_tokens} tokens: each thumbnail shows the largest weight of each "
+                   "block of tokens, so thin patterns stay visible; the enlarged head below is exact.")
+    st.plotly_chart(all_heads_figure(record, (layer, head)), key="all_mosaic")
+    st.plotly_chart(attention_heatmap(record, layer, head), key="all_heatmap")

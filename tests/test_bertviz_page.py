@@ -1,0 +1,62 @@
+"""The bertviz views page under AppTest: the real app.py, the real default model."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from tests.app_support import run_page, texts
+from viz.bertviz_views import MAX_TOKENS
+
+PAGE = "bertviz_views"
+
+
+def frames(at) -> list[str]:
+    """The HTML of every st.iframe the page rendered."""
+    return [element.proto.srcdoc for element in at.get("iframe")]
+
+
+def page_data(html: str) -> dict:
+    return json.loads(re.search(r"const params = (\{.*?\}); // HACK", html).group(1))
+
+
+def test_pair_shows_head_view_then_model_view_offline():
+    at = run_page(PAGE, text="Time flies like an arrow.", pair="Fruit flies like a banana.")
+    assert at.title[0].value == "bertviz views"
+    (html,) = frames(at)
+    entries = page_data(html)["attention"]
+    assert [e["name"] for e in entries][3] == "Sentence A -> Sentence B"
+    tokens = entries[0]["left_text"]
+    assert tokens[0] == "[CLS]" and "banana" in tokens and tokens.count("[SEP]") == 2
+    assert entries[3]["right_text"] == tokens[tokens.index("[SEP]") + 1:]
+    assert '<select id="layer">' in html and "cdnjs" not in html
+    assert f"{len(tokens)} tokens" in texts(at)
+
+    at.radio(key="bertviz_view").set_value("model").run()
+    assert not at.exception
+    (html,) = frames(at)
+    assert '"display_mode": "light"' in html and '<select id="layer">' not in html
+
+
+def test_typed_markup_reaches_the_frame_only_escaped():
+    at = run_page(PAGE, text="<b>bold</b> & done")
+    (html,) = frames(at)
+    tokens = page_data(html)["attention"][0]["left_text"]
+    assert "<" in tokens and "&" in tokens and "bold" in tokens
+    assert '"\\u003c", "b", "\\u003e"' in html and '"\\u0026"' in html
+    assert "<b>" not in html
+
+
+def test_long_input_points_to_all_heads_instead_of_drawing():
+    long_text = " ".join(["word"] * (MAX_TOKENS + 20))
+    at = run_page(PAGE, text=long_text)
+    assert frames(at) == []
+    (info,) = at.info
+    assert "All heads at once" in info.value and f"up to {MAX_TOKENS} tokens" in info.value
+
+    short_for_head_view = " ".join(["word"] * 80)  # fits the head view, not the model view
+    at = run_page(PAGE, text=short_for_head_view)
+    assert len(frames(at)) == 1
+    at.radio(key="bertviz_view").set_value("model").run()
+    assert frames(at) == []
+    assert "up to 52 tokens" in at.info[0].value
