@@ -1,9 +1,10 @@
 import streamlit as st
 
+from ui.downloads import export_buttons
+from ui.routing import through_app
 from ui.state import current_record, index_slider
 from viz.heatmap import attention_heatmap
 from viz.overview import all_heads_figure
-from ui.routing import through_app
 
 through_app()
 
@@ -27,3 +28,4 @@ if record is not None:
                    "block of tokens, so thin patterns stay visible; the enlarged head below is exact.")
     st.plotly_chart(all_heads_figure(record, (layer, head)), key="all_mosaic")
     st.plotly_chart(attention_heatmap(record, layer, head), key="all_heatmap")
+    export_buttons(record, layer, head, "all_export")

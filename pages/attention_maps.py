@@ -1,8 +1,9 @@
 import streamlit as st
 
+from ui.downloads import export_buttons
+from ui.routing import through_app
 from ui.state import current_record, index_slider
 from viz.heatmap import attention_heatmap, layer_heads_grid
-from ui.routing import through_app
 
 through_app()
 
@@ -19,4 +20,5 @@ if record is not None:
     head = index_slider("Head", record.num_heads, "maps_head", right)
     st.caption(f"{record.num_tokens} tokens · {record.source}")
     st.plotly_chart(attention_heatmap(record, layer, head), key="maps_heatmap")
+    export_buttons(record, layer, head, "maps_export")
     st.plotly_chart(layer_heads_grid(record, layer), key="maps_grid")

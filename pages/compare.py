@@ -2,8 +2,8 @@ import streamlit as st
 
 from models.pretrained import DEFAULT_MODEL, ModelLoadError
 from ui import cache
-from ui.state import MODEL_NAME
 from ui.routing import through_app
+from ui.state import MODEL_NAME
 from viz.compare import compare_heads, difference_heatmap, ranking_measure, side_by_side
 from viz.tokens import apply_token_options
 

@@ -1,7 +1,7 @@
 import streamlit as st
 
-from ui.state import current_record
 from ui.routing import through_app
+from ui.state import current_record
 from viz.heatmap import attention_heatmap
 from viz.statistics import (COLUMN_HELP, LABEL_RULES, NUMERIC_COLUMNS, head_statistics,
                             statistic_heatmap, statistics_csv)
@@ -17,7 +17,7 @@ st.markdown(
     "the head's query rows; entropy is in **bits** (0 = all weight on one token). Click a column "
     "heading to sort, and select a row to open that head."
 )
-record = current_record()
+record = current_record(apply_options=False)  # the options are applied below, with notes
 if record is not None:
     view = apply_token_options(record, st.session_state.get("sb_merge_words", False),
                                st.session_state.get("sb_hide_special", False))

@@ -1,7 +1,7 @@
 import streamlit as st
 
-from ui.state import current_record, index_slider
 from ui.routing import through_app
+from ui.state import current_record, index_slider
 from viz.rollout import FORMULA, FORMULA_TEXT, rollout_figures
 from viz.tokens import apply_token_options
 
@@ -16,7 +16,7 @@ st.markdown(
 )
 st.latex(FORMULA)
 st.caption(FORMULA_TEXT)
-record = current_record()
+record = current_record(apply_options=False)  # the options are applied below, with notes
 if record is not None:
     view = apply_token_options(record, st.session_state.get("sb_merge_words", False),
                                st.session_state.get("sb_hide_special", False))

@@ -2,9 +2,9 @@ import streamlit as st
 
 from models.arithmetic import ArithmeticUnavailable, row_arithmetic
 from ui import cache
+from ui.routing import through_app
 from ui.state import current_choice, current_record, index_slider
 from viz.arithmetic import output_check, row_steps_figure, row_table, vectors_figure
-from ui.routing import through_app
 
 through_app()
 

@@ -7,6 +7,7 @@ the entry count bounds the memory they take.
 
 from __future__ import annotations
 
+import numpy as np
 import streamlit as st
 
 from models.arithmetic import Projections, projections_for
@@ -17,6 +18,7 @@ from models.record import AttentionRecord
 from models.scratch import random_encoder, run_encoder
 from models.tokenize import encode
 from models.transfer import encoder_from_bert
+from viz.tokens import TokenView, apply_token_options
 
 MAX_RECORDS = 48
 RECORD_TTL_SECONDS = 3600
@@ -80,3 +82,18 @@ def projections(kind: str, name: str, seed: int, text: str, pair: str) -> Projec
     model = model_for(kind, name, seed)
     limit = model.config.max_positions if kind != PRETRAINED else loaded.max_tokens
     return projections_for(model, encode(loaded.tokenizer, text, pair or None, limit))
+
+
+@st.cache_resource(max_entries=MAX_RECORDS, ttl=RECORD_TTL_SECONDS, show_spinner=False)
+def token_view(kind: str, name: str, seed: int, text: str, pair: str,
+               merge_words: bool, hide_special: bool) -> TokenView:
+    """The record after the sidebar's token options, computed once per input and options."""
+    return apply_token_options(record(kind, name, seed, text, pair), merge_words, hide_special)
+
+
+@st.cache_resource(max_entries=MAX_RECORDS, ttl=RECORD_TTL_SECONDS, show_spinner=False)
+def copied_difference(name: str, text: str, pair: str) -> float:
+    """Largest |attention difference| between the copied-weights encoder and the model itself."""
+    ours = record(SCRATCH_COPIED, name, 0, text, pair)
+    reference = record(PRETRAINED, name, 0, text, pair)
+    return float(np.abs(ours.weights - reference.weights).max())

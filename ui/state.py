@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-import numpy as np
 import streamlit as st
 
 from models.pretrained import DEFAULT_MODEL, ModelLoadError
@@ -49,6 +48,11 @@ def sidebar() -> None:
         if st.session_state.sb_kind == cache.SCRATCH_RANDOM:
             st.number_input("Seed", min_value=0, max_value=2**31 - 1, value=0, step=1, key="sb_seed")
         st.caption(f"Pretrained model: **{st.session_state[MODEL_NAME]}**")
+        st.toggle("Merge word pieces into words", key="sb_merge",
+                  help="A word's row is the mean of its pieces' rows; its column the sum of "
+                       "its pieces' columns, so rows still add up to 1.")
+        st.toggle("Hide special tokens", key="sb_hide_special",
+                  help="Drops [CLS], [SEP] and the like; every row is renormalised to 1.")
         with st.expander("Use another pretrained model"):
             st.text_input("Hugging Face model id or local folder", key="sb_model_input",
                           placeholder="bert-base-uncased or /path/to/folder")
@@ -110,14 +114,22 @@ def current_record(apply_options: bool = True) -> AttentionRecord | None:
             f"the last {result.dropped_tokens} tokens were dropped."
         )
     if kind == cache.SCRATCH_COPIED:
-        reference = cache.record(cache.PRETRAINED, name, 0, text, pair)
-        difference = float(np.abs(result.weights - reference.weights).max())
+        difference = cache.copied_difference(name, text, pair)
         st.success(
             f"With the weights copied in, the from-scratch encoder reproduces {name}: the largest "
             f"difference from its attention, over all {result.num_layers} × {result.num_heads} "
             f"heads of this input, is {difference:.1e}."
         )
-    return result
+    if not apply_options:
+        return result
+    merge = bool(st.session_state.get("sb_merge"))
+    hide = bool(st.session_state.get("sb_hide_special"))
+    if not (merge or hide):
+        return result
+    view = cache.token_view(kind, name, seed, text, pair, merge, hide)
+    for note in view.notes:
+        st.caption(note)
+    return view.record
 
 
 def index_slider(label: str, count: int, key: str, container=st) -> int:

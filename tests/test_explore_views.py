@@ -1,0 +1,126 @@
+"""The all-heads mosaic, the arithmetic of one row, and the exports (issue 3, views 1 and 3)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from models.arithmetic import ArithmeticUnavailable, capture_projections, projections_for, row_arithmetic
+from models.pretrained import run_pretrained
+from models.record import AttentionRecord
+from models.scratch import random_encoder, run_encoder
+from models.tokenize import encode
+from models.transfer import encoder_from_bert
+from tests.app_support import array, figures, run_page, texts
+from ui.cache import scratch_config
+from viz.export import head_csv, load_npz, record_json, record_npz
+from viz.overview import all_heads_figure, max_pool, mosaic
+
+TEXT = "Time flies like an arrow."
+
+
+def synthetic(tokens=10, layers=2, heads=3, seed=0):
+    raw = np.random.default_rng(seed).random((layers, heads, tokens, tokens))
+    return AttentionRecord(tokens=tuple(f"t{i}" for i in range(tokens)),
+                           weights=raw / raw.sum(-1, keepdims=True), source="synthetic")
+
+
+def test_max_pool_keeps_a_thin_diagonal_visible():
+    eye = np.eye(512, dtype=np.float32)[None]
+    pooled = max_pool(eye, 64)
+    assert pooled.shape == (1, 64, 64)
+    np.testing.assert_array_equal(np.diag(pooled[0]), 1.0)
+    small = np.random.default_rng(0).random((2, 5, 5))
+    np.testing.assert_array_equal(max_pool(small, 64), small)  # short maps are not resampled
+
+
+def test_mosaic_tiles_layers_down_and_heads_across_in_percent():
+    record = synthetic(tokens=6, layers=2, heads=3)
+    tiles = mosaic(record)
+    assert tiles.shape == (12, 18) and tiles.dtype == np.uint8
+    np.testing.assert_array_equal(tiles[6:12, 12:18], np.rint(record.weights[1, 2] * 100))
+
+
+def test_overview_at_512_tokens_stays_light():
+    record = synthetic(tokens=512, layers=6, heads=12)
+    figure = all_heads_figure(record, selected=(2, 5))
+    assert np.asarray(figure.data[0].z).shape == (6 * 64, 12 * 64)
+    assert len(figure.to_json()) < 600_000  # bytes sent; the exact head is drawn separately
+    assert figure.layout.shapes[-1].line.color == "#d62728"
+    assert list(figure.layout.xaxis.ticktext) == [f"H{h}" for h in range(12)]
+
+
+@pytest.mark.parametrize("source", ["pretrained", "copied", "random"])
+def test_softmax_row_shown_is_the_records_row(default_model, source):
+    if source == "pretrained":
+        model, record = default_model.model, run_pretrained(default_model, TEXT)
+    else:
+        model = (encoder_from_bert(default_model.model) if source == "copied"
+                 else random_encoder(scratch_config(len(default_model.tokenizer)), 3))
+        record = run_encoder(model, default_model.tokenizer, TEXT, None, source)
+    projections = projections_for(model, encode(default_model.tokenizer, TEXT, None, 512))
+    for layer, head, query in [(0, 0, 0), (record.num_layers - 1, record.num_heads - 1, 5), (1, 2, 7)]:
+        row = row_arithmetic(projections, layer, head, query)
+        np.testing.assert_allclose(row.weights, record.weights[layer, head, query], atol=1e-5)
+        np.testing.assert_allclose(row.scaled, row.dots / np.sqrt(row.query.shape[-1]), rtol=1e-6)
+        np.testing.assert_allclose(row.output, row.model_output, atol=1e-5)
+
+
+def test_causal_encoder_row_masks_future_keys(default_model):
+    config = scratch_config(len(default_model.tokenizer))
+    encoder = random_encoder(config.__class__(**{**config.__dict__, "causal": True}), 0)
+    record = run_encoder(encoder, default_model.tokenizer, TEXT, None, "causal")
+    row = row_arithmetic(projections_for(encoder, encode(default_model.tokenizer, TEXT, None, 512)), 1, 1, 3)
+    assert row.allowed.tolist() == [True] * 4 + [False] * 4
+    assert np.all(row.weights[4:] == 0)
+    np.testing.assert_allclose(row.weights, record.weights[1, 1, 3], atol=1e-6)
+
+
+def test_unsupported_architecture_says_so(default_model):
+    encoded = encode(default_model.tokenizer, TEXT, None, 512)
+    with pytest.raises(ArithmeticUnavailable, match="'llama' models are not supported"):
+        capture_projections(default_model.model, "llama", 12, encoded)
+
+
+def test_exports_round_trip_with_tokens_and_model_name():
+    record = synthetic(tokens=4)
+    restored = load_npz(record_npz(record))
+    np.testing.assert_array_equal(restored.weights, record.weights)
+    assert restored.tokens == record.tokens and restored.source == "synthetic"
+    payload = json.loads(record_json(record))
+    assert payload["tokens"] == list(record.tokens) and payload["source"] == "synthetic"
+    np.testing.assert_allclose(np.array(payload["weights"]), record.weights, atol=1e-7)
+    lines = head_csv(record, 1, 2).decode().splitlines()
+    assert lines[0].split(",")[1:] == ["#0 t0", "#1 t1", "#2 t2", "#3 t3"]
+    np.testing.assert_allclose([float(v) for v in lines[2].split(",")[1:]],
+                               record.weights[1, 2, 1], rtol=1e-5)
+
+
+def test_all_heads_page_shows_the_mosaic_and_the_exact_head(default_model):
+    at = run_page("all_heads", state={"all_layer": 4, "all_head": 9})
+    mosaic_figure, head_figure = figures(at)
+    expected = run_pretrained(default_model, TEXT)
+    z = array(mosaic_figure["data"][0]["z"]).reshape(6 * 8, 12 * 8)
+    np.testing.assert_array_equal(z[32:40, 72:80], np.rint(expected.weights[4, 9] * 100))
+    np.testing.assert_allclose(array(head_figure["data"][0]["z"]), expected.weights[4, 9], atol=1e-6)
+    assert [b.label for b in at.get("download_button")] == ["Head as CSV", "All heads as NPZ",
+                                                             "All heads as JSON"]
+
+
+def test_arithmetic_page_shows_the_models_row(default_model):
+    at = run_page("row_arithmetic", state={"arith_layer": 2, "arith_head": 5, "arith_query": 3})
+    steps = figures(at)[0]
+    expected = run_pretrained(default_model, TEXT).weights[2, 5, 3]
+    np.testing.assert_allclose(array(steps["data"][2]["y"]), expected, atol=1e-5)
+    table = at.dataframe[0].value
+    np.testing.assert_allclose(table["softmax weight"].to_numpy(), expected, atol=1e-5)
+    assert list(table["key"]) == ["[CLS]", "time", "flies", "like", "an", "arrow", ".", "[SEP]"]
+    assert "matches the model's own output" in texts(at)
+
+
+def test_token_options_apply_to_views():
+    at = run_page("attention_maps", text="Tokenization matters",
+                  state={"sb_merge": True, "sb_hide_special": True})
+    labels = figures(at)[0]["layout"]["xaxis"]["ticktext"]
+    assert labels == ["tokenization", "matters"]
+    assert "renormalised" in texts(at)
