@@ -297,7 +297,7 @@ def _remove_abandoned(root: Path, folder_name: str) -> None:
 def _process_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):
         return False
     except PermissionError:  # it exists but belongs to another user
         return True

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 ROW_SUM_TOLERANCE = 1e-3
-KNOWN_MASKS = ("padding", "causal", "span")
+KNOWN_MASKS = ("padding", "causal", "span", "hidden-specials")
 
 
 @dataclass(frozen=True)
@@ -18,7 +18,8 @@ class AttentionRecord:
     tokens: as the tokenizer writes them, special tokens included (len == Q == K).
     segment_ids: 0 for the first sentence, 1 for the second of a pair (len == Q).
     source: which model produced it (a readable name).
-    masks: which masks were applied ("causal", "padding", "span"). A row that some mask
+    masks: which masks were applied ("causal", "padding", "span", or "hidden-specials" when
+        special tokens were removed from view). A row that some mask
         empties entirely may sum to 0; every other row sums to 1.
     special_positions: indices of the tokenizer's special tokens ([CLS], [SEP], ...).
     dropped_tokens: how many tokens truncation removed to fit the model.

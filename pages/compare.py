@@ -1,11 +1,10 @@
 import streamlit as st
 
-from models.pretrained import DEFAULT_MODEL, ModelLoadError
+from models.pretrained import ModelLoadError
 from ui import cache
 from ui.routing import through_app
-from ui.state import MODEL_NAME
+from ui.state import current_choice
 from viz.compare import compare_heads, difference_heatmap, ranking_measure, side_by_side
-from viz.tokens import apply_token_options
 
 through_app()
 
@@ -20,21 +19,20 @@ first_text = first_column.text_input("First sentence", "time flies like an arrow
                                      key="compare_first")
 second_text = second_column.text_input("Second sentence", "fruit flies like a banana",
                                        key="compare_second")
-kind = st.session_state.get("sb_kind", cache.PRETRAINED)
-name = st.session_state.get(MODEL_NAME, DEFAULT_MODEL)
-seed = int(st.session_state.get("sb_seed", 0)) if kind == cache.SCRATCH_RANDOM else 0
+choice = current_choice()
+merge = bool(st.session_state.get("sb_merge_words"))
+hide = bool(st.session_state.get("sb_hide_special"))
 if not first_text.strip() or not second_text.strip():
     st.info("Type two sentences to compare.")
     st.stop()
 try:
-    first, second = (cache.record(kind, name, seed, text, "") for text in (first_text, second_text))
+    first_view, second_view = (
+        cache.token_view(choice.kind, choice.name, choice.seed, text, "", merge, hide)
+        for text in (first_text, second_text)
+    )
 except (ModelLoadError, ValueError) as error:
     st.error(str(error))
     st.stop()
-merge = st.session_state.get("sb_merge_words", False)
-hide = st.session_state.get("sb_hide_special", False)
-first_view = apply_token_options(first, merge, hide)
-second_view = apply_token_options(second, merge, hide)
 for note in dict.fromkeys(first_view.notes + second_view.notes):
     st.info(note)
 table = compare_heads(first_view.record, second_view.record)

@@ -5,7 +5,6 @@ from ui.state import current_record
 from viz.heatmap import attention_heatmap
 from viz.statistics import (COLUMN_HELP, LABEL_RULES, NUMERIC_COLUMNS, head_statistics,
                             statistic_heatmap, statistics_csv)
-from viz.tokens import apply_token_options
 
 through_app()
 
@@ -17,15 +16,11 @@ st.markdown(
     "the head's query rows; entropy is in **bits** (0 = all weight on one token). Click a column "
     "heading to sort, and select a row to open that head."
 )
-record = current_record(apply_options=False)  # the options are applied below, with notes
+record = current_record()
 if record is not None:
-    view = apply_token_options(record, st.session_state.get("sb_merge_words", False),
-                               st.session_state.get("sb_hide_special", False))
-    for note in view.notes:
-        st.info(note)
-    table = head_statistics(view.record)
-    st.caption(f"{view.record.num_layers} layers × {view.record.num_heads} heads · "
-               f"{view.record.num_tokens} tokens · {view.record.source}. {LABEL_RULES}")
+    table = head_statistics(record)
+    st.caption(f"{record.num_layers} layers × {record.num_heads} heads · "
+               f"{record.num_tokens} tokens · {record.source}. {LABEL_RULES}")
     event = st.dataframe(
         table, key="stats_table", on_select="rerun", selection_mode="single-row",
         hide_index=True, column_config={
@@ -39,7 +34,7 @@ if record is not None:
     if rows:
         chosen = table.iloc[rows[0]]
         st.subheader(f"Layer {chosen['layer']} · head {chosen['head']}: {chosen['label']}")
-        st.plotly_chart(attention_heatmap(view.record, int(chosen["layer"]), int(chosen["head"])),
+        st.plotly_chart(attention_heatmap(record, int(chosen["layer"]), int(chosen["head"])),
                         key="stats_head")
     else:
         st.caption("Select a row in the table to open that head here.")

@@ -181,6 +181,15 @@ def test_disk_full_while_writing_leaves_no_cache(monkeypatch, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_unwritable_cache_folder(monkeypatch, tmp_path):
+    def refuse(**kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(decoder.tempfile, "mkdtemp", refuse)
+    with pytest.raises(ModelLoadError, match="Could not write .* to a writable folder"):
+        load_decoder(cache_dir=tmp_path)
+
+
 def test_killed_conversion_leaves_no_half_cache(monkeypatch, tmp_path):
     def interrupted(gguf_path, target, report):
         (target / "model.safetensors").write_bytes(b"half")

@@ -120,7 +120,7 @@ def test_arithmetic_page_shows_the_models_row(default_model):
 
 def test_token_options_apply_to_views():
     at = run_page("attention_maps", text="Tokenization matters",
-                  state={"sb_merge": True, "sb_hide_special": True})
+                  state={"sb_merge_words": True, "sb_hide_special": True})
     labels = figures(at)[0]["layout"]["xaxis"]["ticktext"]
     assert labels == ["tokenization", "matters"]
     assert "renormalised" in texts(at)

@@ -48,7 +48,7 @@ def sidebar() -> None:
         if st.session_state.sb_kind == cache.SCRATCH_RANDOM:
             st.number_input("Seed", min_value=0, max_value=2**31 - 1, value=0, step=1, key="sb_seed")
         st.caption(f"Pretrained model: **{st.session_state[MODEL_NAME]}**")
-        st.toggle("Merge word pieces into words", key="sb_merge",
+        st.toggle("Merge word pieces into words", key="sb_merge_words",
                   help="A word's row is the mean of its pieces' rows; its column the sum of "
                        "its pieces' columns, so rows still add up to 1.")
         st.toggle("Hide special tokens", key="sb_hide_special",
@@ -122,7 +122,7 @@ def current_record(apply_options: bool = True) -> AttentionRecord | None:
         )
     if not apply_options:
         return result
-    merge = bool(st.session_state.get("sb_merge"))
+    merge = bool(st.session_state.get("sb_merge_words"))
     hide = bool(st.session_state.get("sb_hide_special"))
     if not (merge or hide):
         return result

@@ -34,7 +34,7 @@ WORD_START_MARKERS = ("Ġ", "▁")  # byte-level BPE, SentencePiece
 # special tokens, renormalising what little is left would only magnify rounding noise.
 EMPTY_ROW_WEIGHT = ROW_SUM_TOLERANCE
 # The record lets a row sum to 0 only when a mask is listed; hidden keys act like padding.
-HIDDEN_KEYS_MASK = "padding"
+HIDDEN_KEYS_MASK = "hidden-specials"
 
 
 def word_groups(record: AttentionRecord) -> list[list[int]]:
