@@ -1,12 +1,13 @@
 """Attention Explorer: navigation and the sidebar shared by every page."""
 
 import logging
+from pathlib import Path
 
 import streamlit as st
 
 from ui.state import sidebar
 
-st.set_page_config(page_title="Attention Explorer", page_icon=":material/visibility:", layout="wide")
+st.set_page_config(page_title="Attention Explorer", page_icon=str(Path(__file__).parent / "assets" / "icon.png"), layout="wide")
 
 # Each page starts with ui.routing.through_app(), which keeps Streamlit's legacy pages/ folder
 # routing from running a page without this script on a fresh server's first request.

@@ -166,6 +166,13 @@ class SpanApplied:
     removed: np.ndarray
     emptied: np.ndarray
 
+    def mean_removed(self, layer: int, head: int) -> float:
+        """Share of one head's attention mass the span removed, averaged over its query rows."""
+        return float(self.removed[layer, head].mean())
+
+    def emptied_rows(self, layer: int, head: int) -> list[int]:
+        return [int(q) for q in np.flatnonzero(self.emptied[layer, head])]
+
 
 def apply_span(record: AttentionRecord, spans, ramp: float, causal: bool) -> SpanApplied:
     """Apply z (a number, one per head (H,), or one per layer and head (L, H)) and ramp R to every

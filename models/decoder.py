@@ -24,11 +24,12 @@ from safetensors import SafetensorError
 from safetensors.torch import save_file
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
 from models.pretrained import (
     ENCODER_TYPES, LoadedModel, ModelLoadError, _check_local_folder, _first_sentence,
-    _looks_like_path,
+    _looks_like_path, _read_config, hub_reachable,
 )
 from models.record import AttentionRecord
 from models.tokenize import encode
@@ -48,6 +49,7 @@ ATTENTION_BUDGET_BYTES = 128 * MIB  # float32 attentions of one record, every la
 
 # Model types with a causal-LM class, minus encoders that merely have one (BertLMHeadModel, ...).
 CAUSAL_TYPES = frozenset(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES) - ENCODER_TYPES
+KNOWN_TYPES = frozenset(CONFIG_MAPPING_NAMES)  # read any config, then say why it is not causal
 
 Progress = Callable[[float, str], None]
 
@@ -97,15 +99,12 @@ def load_causal_lm(name: str, source: str | Path | None = None) -> LoadedModel:
     attention row sums to 1 within the record's tolerance.
     """
     source = str(source or name)
+    local_only = True
     if _looks_like_path(source):
         _check_local_folder(source)
-    try:
-        config = AutoConfig.from_pretrained(source, trust_remote_code=False)
-    except (OSError, ValueError, KeyError) as error:
-        raise ModelLoadError(
-            f"Could not load '{name}': it is not a local folder and no such model could be "
-            "fetched from the Hugging Face Hub (unknown id, or no internet connection)."
-        ) from error
+    else:
+        local_only = not hub_reachable()
+    config = _read_config(name, source, KNOWN_TYPES, local_only)
     if config.model_type not in CAUSAL_TYPES or getattr(config, "is_encoder_decoder", False):
         raise ModelLoadError(
             f"Could not load '{name}': it is a '{config.model_type}' model, not a causal "
@@ -114,9 +113,10 @@ def load_causal_lm(name: str, source: str | Path | None = None) -> LoadedModel:
     try:
         model = AutoModelForCausalLM.from_pretrained(
             source, config=config, attn_implementation="eager", use_safetensors=True,
-            trust_remote_code=False, dtype=torch.float32,
+            trust_remote_code=False, dtype=torch.float32, local_files_only=local_only,
         )
-        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
+        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False,
+                                                  local_files_only=local_only)
     except (OSError, ValueError, KeyError, RuntimeError, SafetensorError) as error:
         raise ModelLoadError(f"Could not load '{name}': {_first_sentence(error)}") from error
     model.eval()
@@ -199,6 +199,19 @@ def converted_folder(cache_dir: Path | None = None) -> Path:
     """Where the converted copy of the installed wheel's SmolLM2 lives (it may not exist yet)."""
     _, version = embedded_gguf()
     return cache_root(cache_dir) / f"smollm2-135m-instruct-{version}-float32-v{CACHE_FORMAT}"
+
+
+def prepare_default_decoder(progress: Progress | None = None, cache_dir: Path | None = None) -> bool:
+    """Convert the embedded SmolLM2 into the cache unless a complete copy is there.
+
+    Returns True when it converted. Callers that show progress run this before load_decoder,
+    whose own load from the cache then takes under a second.
+    """
+    folder = converted_folder(cache_dir)
+    if is_complete(folder):
+        return False
+    _build_cache(folder, progress or _no_progress)
+    return True
 
 
 def is_complete(folder: Path) -> bool:

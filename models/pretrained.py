@@ -34,6 +34,10 @@ class ModelLoadError(Exception):
     """A model could not be loaded; the message is one sentence a user can act on."""
 
 
+class UnsupportedModelType(ModelLoadError):
+    """The model exists and was read, but its architecture is not one this loader takes."""
+
+
 @dataclass(frozen=True)
 class LoadedModel:
     name: str
@@ -114,7 +118,7 @@ def _read_config(name: str, source: str, allowed_types: frozenset[str], local_on
                else "it is not a local folder and the Hugging Face Hub has no such model")
         raise ModelLoadError(f"Could not load '{name}': {why}.") from error
     if config.model_type not in allowed_types:
-        raise ModelLoadError(
+        raise UnsupportedModelType(
             f"Could not load '{name}': it is a '{config.model_type}' model, and this view "
             f"supports {', '.join(sorted(allowed_types))}."
         )

@@ -130,6 +130,37 @@ def accuracy(logits: dict[str, torch.Tensor], targets: dict[str, torch.Tensor]) 
     return result
 
 
+@contextmanager
+def head_switched_off(model: SpanTaskModel, layer: int, head: int):
+    """Remove one head's contribution: zero its columns of the layer's output projection."""
+    attention = span_modules(model.encoder)[layer]
+    columns = slice(head * attention.head_size, (head + 1) * attention.head_size)
+    saved = attention.output.weight[:, columns].clone()
+    with torch.no_grad():
+        attention.output.weight[:, columns] = 0.0
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            attention.output.weight[:, columns] = saved
+
+
+@torch.no_grad()
+def head_ablation(model: SpanTaskModel, symbols: torch.Tensor, targets: dict[str, torch.Tensor]
+                  ) -> list[list[dict[str, float]]]:
+    """Accuracy per target with each head switched off in turn, (L, H) of {target: accuracy}:
+    the heads a target needs are the ones whose removal breaks it."""
+    config = model.encoder.config
+    table = []
+    for layer in range(config.num_layers):
+        row = []
+        for head in range(config.num_heads):
+            with head_switched_off(model, layer, head):
+                row.append(accuracy(model(symbols), targets))
+        table.append(row)
+    return table
+
+
 @dataclass(frozen=True)
 class LearnedSpans:
     """What the page shows: z per layer and head after training, the loss curve, the settings."""
@@ -138,6 +169,7 @@ class LearnedSpans:
     loss_steps: tuple[int, ...]
     losses: tuple[float, ...]  # task loss (without the penalty) at loss_steps
     accuracy: dict[str, float]  # per target, on a fresh batch after training
+    ablation: tuple[tuple[dict[str, float], ...], ...]  # (L, H): accuracy with that head off
     seconds: float
     settings: SpanTrainingConfig
 
@@ -148,6 +180,8 @@ class LearnedSpans:
                              f"{self.settings.num_heads} heads")
         if spans.min() < 0 or spans.max() > self.settings.max_span:
             raise ValueError(f"spans must lie in [0, {self.settings.max_span}]")
+        if [len(row) for row in self.ablation] != [self.settings.num_heads] * self.settings.num_layers:
+            raise ValueError("the ablation table needs one entry per layer and head")
         if len(self.loss_steps) != len(self.losses) or not self.losses:
             raise ValueError("the loss curve needs one step number per loss value")
 
@@ -158,9 +192,11 @@ class LearnedSpans:
     def to_json(self) -> str:
         data = {"format": FORMAT_VERSION, "spans": [list(row) for row in self.spans],
                 "loss_steps": list(self.loss_steps), "losses": list(self.losses),
-                "accuracy": self.accuracy, "seconds": self.seconds,
+                "accuracy": self.accuracy, "ablation": [list(row) for row in self.ablation],
+                "seconds": self.seconds,
                 "settings": asdict(self.settings)}
-        return json.dumps(data, indent=1) + "\n"
+        lines = [f" {json.dumps(key)}: {json.dumps(value)}" for key, value in data.items()]
+        return "{\n" + ",\n".join(lines) + "\n}\n"  # one line per field: small, readable diffs
 
     @classmethod
     def from_json(cls, text: str) -> "LearnedSpans":
@@ -173,6 +209,8 @@ class LearnedSpans:
             loss_steps=tuple(int(s) for s in data["loss_steps"]),
             losses=tuple(float(v) for v in data["losses"]),
             accuracy={str(k): float(v) for k, v in data["accuracy"].items()},
+            ablation=tuple(tuple({str(k): float(v) for k, v in cell.items()} for cell in row)
+                           for row in data["ablation"]),
             seconds=float(data["seconds"]),
             settings=SpanTrainingConfig(**data["settings"]),
         )
@@ -240,11 +278,14 @@ def _train(config: SpanTrainingConfig, progress: Progress | None) -> tuple[SpanT
     with torch.no_grad():
         symbols, targets = synthetic_batch(generator, 256, config.seq_len, config.vocab_size)
         scores = accuracy(model(symbols), targets)
+        ablation = head_ablation(model, symbols, targets)
         learned = model.spans().numpy()
     result = LearnedSpans(
         spans=tuple(tuple(round(float(z), 3) for z in row) for row in learned),
         loss_steps=tuple(loss_steps), losses=tuple(losses),
         accuracy={name: round(value, 4) for name, value in scores.items()},
+        ablation=tuple(tuple({name: round(value, 4) for name, value in cell.items()} for cell in row)
+                       for row in ablation),
         seconds=round(time.perf_counter() - started, 2), settings=config,
     )
     return model, result

@@ -1,9 +1,9 @@
 import streamlit as st
 
 from models.record import AttentionRecord
+from ui.routing import through_app
 from ui.state import current_record
 from viz.bertviz_views import HEAD_VIEW, MODEL_VIEW, WEIGHT_DECIMALS, max_tokens, view_html
-from ui.routing import through_app
 
 through_app()
 

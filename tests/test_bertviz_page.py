@@ -48,15 +48,26 @@ def test_typed_markup_reaches_the_frame_only_escaped():
 
 
 def test_long_input_points_to_all_heads_instead_of_drawing():
-    long_text = " ".join(["word"] * (MAX_TOKENS + 20))
+    long_text = " ".join(["word"] * (MAX_TOKENS + 20))  # MiniLM: head view up to 111 tokens
     at = run_page(PAGE, text=long_text)
     assert frames(at) == []
     (info,) = at.info
-    assert "All heads at once" in info.value and f"up to {MAX_TOKENS} tokens" in info.value
+    assert "All heads at once" in info.value and "up to 111 tokens" in info.value
 
     short_for_head_view = " ".join(["word"] * 80)  # fits the head view, not the model view
     at = run_page(PAGE, text=short_for_head_view)
     assert len(frames(at)) == 1
     at.radio(key="bertviz_view").set_value("model").run()
     assert frames(at) == []
-    assert "up to 52 tokens" in at.info[0].value
+    assert "up to 45 tokens" in at.info[0].value
+
+
+def test_token_options_reach_bertviz_with_the_pair_filter_kept():
+    at = run_page(PAGE, text="Transformers tokenize unbelievably.", pair="Fine.",
+                  state={"sb_merge_words": True, "sb_hide_special": True})
+    (html,) = frames(at)
+    entries = page_data(html)["attention"]
+    tokens = entries[0]["left_text"]
+    assert "[CLS]" not in tokens and "[SEP]" not in tokens
+    assert "unbelievably" in tokens and not any(t.startswith("##") for t in tokens)
+    assert entries[2]["left_text"] == tokens[-2:]  # Sentence B -> Sentence B: "fine", "."

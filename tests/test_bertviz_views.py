@@ -148,15 +148,17 @@ def test_sentence_b_start_only_for_one_block_then_the_other():
 
 def test_limits_follow_the_number_of_lines_drawn():
     minilm_like = single_record(4, layers=6, heads=12)
-    assert bv.max_tokens(minilm_like, bv.HEAD_VIEW) == bv.MAX_TOKENS == 128
-    assert bv.max_tokens(minilm_like, bv.MODEL_VIEW) == 52  # 72 x 52^2 <= 200,000 lines
+    assert bv.max_tokens(minilm_like, bv.HEAD_VIEW) == 111  # 12 x 111^2 <= 150,000 lines
+    assert bv.max_tokens(minilm_like, bv.MODEL_VIEW) == 45  # 72 x 45^2 <= 150,000 lines
     bert_base = single_record(4, layers=12, heads=12)
-    assert bv.max_tokens(bert_base, bv.MODEL_VIEW) == 37
-    assert bv.max_tokens(bert_base, bv.HEAD_VIEW) == 128  # 2.4 M weights sent at 128 tokens
-    bert_base_pair = make_record(layers=12, heads=12)
-    assert bv.max_tokens(bert_base_pair, bv.HEAD_VIEW) == 93  # pairs send the data twice
-    assert bv.fits(minilm_like, bv.MODEL_VIEW)
-    assert not bv.fits(single_record(53, layers=6, heads=12), bv.MODEL_VIEW)
+    assert bv.max_tokens(bert_base, bv.MODEL_VIEW) == 32
+    bert_large_pair = make_record(layers=24, heads=16)
+    assert bv.max_tokens(bert_large_pair, bv.HEAD_VIEW) == 57  # pairs send the data twice
+    scratch_like = single_record(4, layers=4, heads=4)
+    assert bv.max_tokens(scratch_like, bv.HEAD_VIEW) == bv.MAX_TOKENS == 128
+    assert bv.max_tokens(scratch_like, bv.MODEL_VIEW) == 96
+    assert bv.fits(single_record(45, layers=6, heads=12), bv.MODEL_VIEW)
+    assert not bv.fits(single_record(46, layers=6, heads=12), bv.MODEL_VIEW)
 
 
 def test_blank_tokens_stay_visible_and_html_bytes_counts_utf8():

@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-import huggingface_hub.constants
 import numpy as np
 import pytest
 import torch
@@ -133,8 +132,9 @@ def test_bert_folder_is_not_a_causal_lm():
 
 
 def test_unknown_id_offline(monkeypatch):
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    with pytest.raises(ModelLoadError, match="unknown id, or no internet"):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelLoadError, match="not a local folder or a cached download, and the "
+                                             "Hugging Face Hub cannot be reached"):
         load_decoder("no-such-owner/no-such-decoder")
 
 
@@ -209,7 +209,8 @@ def smollm2(tmp_path_factory):
     events = []
     start = time.perf_counter()
     loaded = load_decoder(progress=lambda f, m: events.append((f, m)), cache_dir=cache_dir)
-    return loaded, cache_dir, time.perf_counter() - start, events
+    yield loaded, cache_dir, time.perf_counter() - start, events
+    shutil.rmtree(cache_dir)  # 0.5 GB: pytest would otherwise keep it with its last three runs
 
 
 def test_smollm2_conversion_reports_progress(smollm2):
@@ -262,14 +263,27 @@ def test_smollm2_grouped_query_heads_match_a_recomputation(smollm2):
     assert np.abs(record.weights[0] - wrong[0].numpy()).max() > 0.05
 
 
+def test_smollm2_weights_are_the_real_pretrained_ones(smollm2):
+    """A wrong dequantisation or head permutation would not know capitals."""
+    loaded = smollm2[0]
+    for prompt, answer in [("The capital of France is", "ĠParis"),
+                           ("The capital of Germany is", "ĠBerlin")]:
+        ids = torch.tensor([loaded.tokenizer(prompt)["input_ids"]])
+        with torch.inference_mode():
+            best = loaded.model(ids).logits[0, -1].argmax().item()
+        assert loaded.tokenizer.convert_ids_to_tokens(best) == answer
+
+
 def test_smollm2_cached_reload_is_faster_and_identical(smollm2):
     loaded, cache_dir, conversion_seconds, _ = smollm2
     start = time.perf_counter()
     reloaded = load_decoder(cache_dir=cache_dir)
     reload_seconds = time.perf_counter() - start
     assert reload_seconds < conversion_seconds / 4
-    np.testing.assert_array_equal(run_decoder(reloaded, SENTENCE).weights,
-                                  run_decoder(loaded, SENTENCE).weights)
+    first, second = loaded.model.state_dict(), reloaded.model.state_dict()
+    assert first.keys() == second.keys()
+    assert all(torch.equal(first[key], second[key]) for key in first)
+    assert reloaded.tokenizer(SENTENCE)["input_ids"] == SMOLLM2_IDS
 
 
 def _link_copy(source: Path, target: Path) -> None:
@@ -277,10 +291,17 @@ def _link_copy(source: Path, target: Path) -> None:
     shutil.copytree(source, target, copy_function=os.link, dirs_exist_ok=True)
 
 
+@pytest.fixture
+def scratch_cache(tmp_path):
+    yield tmp_path
+    shutil.rmtree(tmp_path)  # it holds links to the 0.5 GB converted copy
+
+
 @pytest.mark.parametrize("damage", ["truncated weights", "no manifest", "garbage config"])
-def test_smollm2_damaged_cache_is_detected_and_rebuilt(smollm2, monkeypatch, tmp_path, damage):
+def test_smollm2_damaged_cache_is_detected_and_rebuilt(smollm2, monkeypatch, scratch_cache,
+                                                       damage):
     good = decoder.converted_folder(smollm2[1])
-    folder = decoder.converted_folder(tmp_path)
+    folder = decoder.converted_folder(scratch_cache)
     _link_copy(good, folder)
     if damage == "truncated weights":
         (folder / "model.safetensors").unlink()
@@ -300,10 +321,11 @@ def test_smollm2_damaged_cache_is_detected_and_rebuilt(smollm2, monkeypatch, tmp
         (target / MANIFEST).unlink()
 
     monkeypatch.setattr(decoder, "_convert_gguf", reconvert)
-    record = run_decoder(load_decoder(cache_dir=tmp_path), SENTENCE)
+    loaded = load_decoder(cache_dir=scratch_cache)
     assert len(conversions) == 1 and is_complete(folder)
-    assert record.tokens == SMOLLM2_TOKENS
-    assert [p.name for p in tmp_path.iterdir()] == [folder.name]
+    assert loaded.model.config.num_hidden_layers == 30
+    assert loaded.tokenizer(SENTENCE)["input_ids"] == SMOLLM2_IDS
+    assert [p.name for p in scratch_cache.iterdir()] == [folder.name]
 
 
 def test_abandoned_partial_conversion_is_removed(monkeypatch, tmp_path, tiny_gpt2):

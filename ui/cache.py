@@ -12,6 +12,7 @@ import streamlit as st
 
 from models.arithmetic import Projections, projections_for
 from models.config import EncoderConfig
+from models.decoder import load_decoder, run_decoder
 from models.encoder import Encoder
 from models.pretrained import LoadedModel, load_pretrained, run_pretrained
 from models.record import AttentionRecord
@@ -24,6 +25,7 @@ MAX_RECORDS = 48
 RECORD_TTL_SECONDS = 3600
 
 PRETRAINED = "pretrained"
+DECODER = "decoder"
 SCRATCH_RANDOM = "scratch-random"
 SCRATCH_COPIED = "scratch-copied"
 
@@ -37,6 +39,13 @@ def scratch_config(vocab_size: int) -> EncoderConfig:
 @st.cache_resource(show_spinner="Loading the model (once per server)…")
 def pretrained(name: str) -> LoadedModel:
     return load_pretrained(name)
+
+
+@st.cache_resource(show_spinner="Loading the decoder (once per server)…")
+def decoder(name: str) -> LoadedModel:
+    """A causal decoder. The embedded SmolLM2 must first be converted (ui.state does that,
+    showing progress); the load here then reads the converted copy."""
+    return load_decoder(name)
 
 
 @st.cache_resource(show_spinner="Copying the pretrained weights into the from-scratch encoder…")
@@ -59,6 +68,9 @@ def source_label(kind: str, name: str, seed: int) -> str:
 
 @st.cache_resource(max_entries=MAX_RECORDS, ttl=RECORD_TTL_SECONDS, show_spinner="Running the model…")
 def record(kind: str, name: str, seed: int, text: str, pair: str) -> AttentionRecord:
+    """`name` is the decoder's name for DECODER, else the pretrained encoder's."""
+    if kind == DECODER:
+        return run_decoder(decoder(name), text, pair or None)
     loaded = pretrained(name)
     label = source_label(kind, name, seed)
     if kind == PRETRAINED:
@@ -68,6 +80,8 @@ def record(kind: str, name: str, seed: int, text: str, pair: str) -> AttentionRe
 
 def model_for(kind: str, name: str, seed: int):
     """The torch module behind a model choice."""
+    if kind == DECODER:
+        return decoder(name).model
     if kind == SCRATCH_COPIED:
         return copied_encoder(name)
     if kind == SCRATCH_RANDOM:
@@ -78,7 +92,7 @@ def model_for(kind: str, name: str, seed: int):
 @st.cache_resource(max_entries=16, ttl=RECORD_TTL_SECONDS,
                    show_spinner="Reading the model's query, key and value vectors…")
 def projections(kind: str, name: str, seed: int, text: str, pair: str) -> Projections:
-    loaded = pretrained(name)
+    loaded = decoder(name) if kind == DECODER else pretrained(name)
     model = model_for(kind, name, seed)
     limit = model.config.max_positions if kind != PRETRAINED else loaded.max_tokens
     return projections_for(model, encode(loaded.tokenizer, text, pair or None, limit))

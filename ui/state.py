@@ -7,16 +7,19 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from models.pretrained import DEFAULT_MODEL, ModelLoadError
+from models.decoder import DEFAULT_DECODER, prepare_default_decoder
+from models.pretrained import DEFAULT_MODEL, ModelLoadError, UnsupportedModelType
 from models.record import AttentionRecord
 from ui import cache
 
 DEFAULT_TEXT = "Time flies like an arrow."
-MODEL_NAME = "model_name"  # session key: the pretrained model in use
+MODEL_NAME = "model_name"  # session key: the pretrained encoder in use
+DECODER_NAME = "decoder_name"  # session key: the pretrained causal decoder in use
 LOAD_MESSAGE = "model_load_message"
 
 KIND_LABELS = {
-    cache.PRETRAINED: "Pretrained model",
+    cache.PRETRAINED: "Pretrained encoder (BERT-like)",
+    cache.DECODER: "Pretrained causal decoder",
     cache.SCRATCH_RANDOM: "From-scratch encoder, random weights",
     cache.SCRATCH_COPIED: "From-scratch encoder, pretrained weights copied in",
 }
@@ -25,20 +28,38 @@ log = logging.getLogger(__name__)
 
 
 def _load_other_model() -> None:
-    """Button callback: switch models only when the new one loads."""
+    """Button callback: switch models only when the new one loads (an encoder, else a decoder)."""
     name = st.session_state.get("sb_model_input", "").strip()
     try:
         cache.pretrained(name)
+        slot, kind = MODEL_NAME, cache.PRETRAINED
+    except UnsupportedModelType:
+        try:
+            cache.decoder(name)
+            slot, kind = DECODER_NAME, cache.DECODER
+        except ModelLoadError as error:
+            st.session_state[LOAD_MESSAGE] = ("error", str(error))
+            return
     except ModelLoadError as error:
         st.session_state[LOAD_MESSAGE] = ("error", str(error))
         return
-    st.session_state[MODEL_NAME] = name
+    st.session_state[slot] = name
+    st.session_state["sb_kind"] = kind
     st.session_state[LOAD_MESSAGE] = ("success", f"Loaded '{name}'.")
+
+
+def _model_caption(kind: str) -> str:
+    if kind == cache.DECODER:
+        return f"Decoder: **{st.session_state[DECODER_NAME]}**"
+    if kind == cache.SCRATCH_RANDOM:
+        return f"Tokenizer from **{st.session_state[MODEL_NAME]}**"
+    return f"Pretrained model: **{st.session_state[MODEL_NAME]}**"
 
 
 def sidebar() -> None:
     """Render the shared inputs. Values persist across pages because app.py renders them."""
     st.session_state.setdefault(MODEL_NAME, DEFAULT_MODEL)
+    st.session_state.setdefault(DECODER_NAME, DEFAULT_DECODER)
     with st.sidebar:
         st.text_area("Sentence", value=DEFAULT_TEXT, key="sb_text", height=90,
                      help="Any text; longer than the model's limit is truncated with a notice.")
@@ -47,7 +68,7 @@ def sidebar() -> None:
         st.radio("Model", list(KIND_LABELS), format_func=KIND_LABELS.get, key="sb_kind")
         if st.session_state.sb_kind == cache.SCRATCH_RANDOM:
             st.number_input("Seed", min_value=0, max_value=2**31 - 1, value=0, step=1, key="sb_seed")
-        st.caption(f"Pretrained model: **{st.session_state[MODEL_NAME]}**")
+        st.caption(_model_caption(st.session_state.sb_kind))
         st.toggle("Merge word pieces into words", key="sb_merge_words",
                   help="A word's row is the mean of its pieces' rows; its column the sum of "
                        "its pieces' columns, so rows still add up to 1.")
@@ -55,7 +76,7 @@ def sidebar() -> None:
                   help="Drops [CLS], [SEP] and the like; every row is renormalised to 1.")
         with st.expander("Use another pretrained model"):
             st.text_input("Hugging Face model id or local folder", key="sb_model_input",
-                          placeholder="bert-base-uncased or /path/to/folder")
+                          placeholder="bert-base-uncased, gpt2 or /path/to/folder")
             st.button("Load", key="sb_model_load", on_click=_load_other_model)
             st.caption("Only .safetensors weights are read and no remote code runs.")
             message = st.session_state.get(LOAD_MESSAGE)
@@ -82,7 +103,8 @@ def current_choice() -> Choice:
     kind = st.session_state.get("sb_kind", cache.PRETRAINED)
     return Choice(
         kind=kind,
-        name=st.session_state.get(MODEL_NAME, DEFAULT_MODEL),
+        name=(st.session_state.get(DECODER_NAME, DEFAULT_DECODER) if kind == cache.DECODER
+              else st.session_state.get(MODEL_NAME, DEFAULT_MODEL)),
         seed=int(st.session_state.get("sb_seed", 0)) if kind == cache.SCRATCH_RANDOM else 0,
         text=st.session_state.get("sb_text", DEFAULT_TEXT) or "",
         pair=(st.session_state.get("sb_pair") or "").strip(),
@@ -104,6 +126,8 @@ def current_record(apply_options: bool = True) -> AttentionRecord | None:
         st.warning(f"Weights can be copied only from a BERT model; '{name}' is not one.")
         return None
     try:
+        if kind == cache.DECODER:
+            _load_decoder_with_progress(name)
         result = cache.record(kind, name, seed, text, pair)
     except (ModelLoadError, ValueError) as error:
         st.error(str(error))
@@ -130,6 +154,17 @@ def current_record(apply_options: bool = True) -> AttentionRecord | None:
     for note in view.notes:
         st.caption(note)
     return view.record
+
+
+def _load_decoder_with_progress(name: str) -> None:
+    """The first use on a machine converts the embedded SmolLM2 (~20 s): show its progress."""
+    if name == DEFAULT_DECODER:
+        bar = st.progress(0.0, text="Preparing SmolLM2 (once per machine, about 20 s)…")
+        try:
+            prepare_default_decoder(lambda fraction, message: bar.progress(fraction, text=message))
+        finally:
+            bar.empty()
+    cache.decoder(name)
 
 
 def index_slider(label: str, count: int, key: str, container=st) -> int:

@@ -27,15 +27,16 @@ from models.record import AttentionRecord
 
 WEIGHT_DECIMALS = 3  # 0.001 is finer than a line's opacity can show
 
-# Limits, from measurements with MiniLM's shape (6 layers x 12 heads) on 2 shared cores, headless
-# Chromium. bertviz draws one SVG line per (head, query, key): the head view one layer at a time
-# (12 heads x T^2 lines), the model view every layer at once (72 x T^2). Time to draw:
-#   head view:  64 tokens 1.6 s, 96 tokens 2.6 s, 128 tokens 5.0 s, 256 tokens 24 s
-#   model view: 32 tokens 1.9 s, 64 tokens 6.0 s, 128 tokens 21 s, 256 tokens 179 s (frozen)
-# The HTML holds every layer's weights (pairs: twice, for bertviz's A/B filter); for MiniLM on
-# real text it is 2.0 MB at 64 tokens, 6.6 MB at 128, 25 MB at 256.
+# Limits, measured with MiniLM's shape (6 layers x 12 heads) in headless Chromium on this shared
+# 2-core machine (times vary about 2x with load). bertviz draws one SVG line per (head, query,
+# key): the head view one layer at a time (12 x T^2 lines), the model view every layer (72 x T^2).
+#   head view:  52 tokens 0.9-1.6 s, 64 tokens 1.6-1.8 s, 128 tokens 5-13 s, 256 tokens 24 s
+#   model view: 32 tokens 1.9 s, 52 tokens 4.5-6 s, 64 tokens 6-8 s, 128 tokens 21-27 s,
+#               256 tokens 179 s (the browser tab is frozen meanwhile)
+# The HTML holds every layer's weights (pairs: twice, for the A/B filter); for MiniLM on real text
+# it is 2.0 MB at 64 tokens, 6.6 MB at 128, 25 MB at 256 (bertviz as shipped: 13, 54, 216 MB).
 MAX_TOKENS = 128  # never more, whatever the model
-MAX_DRAWN_LINES = 200_000  # about 4 s to draw on this machine
+MAX_DRAWN_LINES = 150_000  # about 3 s to draw here when the machine is quiet
 MAX_SENT_WEIGHTS = 2_500_000  # about 14 MB of HTML
 
 HEAD_VIEW = "head"
@@ -48,8 +49,8 @@ D3_FILE = ("mpld3", "mpld3/js/d3.v5.min.js")
 JQUERY_FILE = ("xstatic-jquery", "xstatic/pkg/jquery/data/jquery.min.js")
 
 # What bertviz 1.4.1 emits around its view; checked, so that a new bertviz fails loudly here.
-CDN_LOADER = ('<script src="https://cdnjs.cloudflare.com/ajax/libs/require.js/2.3.6/require.min.js">'
-              "</script>")
+CDN_LOADER = ('<script src="https://cdnjs.cloudflare.com/ajax/libs/require.js/2.3.6/'
+              'require.min.js"></script>')
 SCRIPT_OPEN = '\n<script type="text/javascript">\n'
 SCRIPT_CLOSE = "\n</script>\n"
 PARAMS_MARKER = "PYTHON_PARAMS"
@@ -85,8 +86,8 @@ def head_view_html(record: AttentionRecord) -> str:
 def model_view_html(record: AttentionRecord) -> str:
     """bertviz's model view (one thumbnail per layer x head) that loads nothing from outside."""
     html = bertviz.model_view(_layer_tensors(record), list(_visible_tokens(record)),
-                              sentence_b_start=sentence_b_start(record), display_mode=MODEL_VIEW_MODE,
-                              html_action="return").data
+                              sentence_b_start=sentence_b_start(record),
+                              display_mode=MODEL_VIEW_MODE, html_action="return").data
     return _offline_page(html, "model_view.js")
 
 
@@ -114,13 +115,13 @@ def fits(record: AttentionRecord, view: str) -> bool:
 
 
 def sentence_b_start(record: AttentionRecord) -> int | None:
-    """Index of the second sentence's first token, when the record is a pair laid out as A then B."""
+    """Index of the second sentence's first token, for a pair laid out as A then B."""
     if not record.is_pair:
         return None
     segments = np.asarray(record.segment_ids)
     start = int(np.argmax(segments > 0))
     if np.any(segments[:start] != 0) or np.any(segments[start:] == 0):
-        return None  # not one block of A followed by one block of B: bertviz's filter cannot show it
+        return None  # not one block of A then one block of B: bertviz's filter cannot show it
     return start
 
 
@@ -129,7 +130,7 @@ def _visible_tokens(record: AttentionRecord) -> tuple[str, ...]:
 
 
 def _layer_tensors(record: AttentionRecord) -> list[torch.Tensor]:
-    """bertviz's input: one (1, H, Q, K) tensor per layer, already rounded so its JSON stays short."""
+    """bertviz's input: one (1, H, Q, K) tensor per layer, rounded so its JSON stays short."""
     rounded = np.round(record.weights.astype(np.float64), WEIGHT_DECIMALS)  # (L, H, Q, K)
     return [torch.from_numpy(layer)[None] for layer in rounded]  # L x (1, H, Q, K)
 

@@ -37,3 +37,14 @@ STEP_COLOURS = ("#6baed6", "#3182bd", "#08519c")  # q.k, scaled, softmax
 TILE_OUTLINE = "#c7c7c7"
 SELECTED_OUTLINE = "#d62728"
 OVERVIEW_TILE_PX = 88
+
+# Adaptive attention span
+SPAN_CURVE_COLOR = "#08519c"  # m_z(x)
+SPAN_RAMP_FILL = "rgba(107, 174, 214, 0.25)"  # the ramp z < x < z + R
+SPAN_MARKER_COLOR = "#d62728"  # the point (z + R/2, 0.5) and the line at S
+REMOVED_COLOR = "#fd8d3c"  # attention mass a span removed
+EMPTIED_COLOR = "#a50f15"  # rows left with nothing
+HEAD_COLORS = ("#08519c", "#3182bd", "#6baed6", "#fd8d3c", "#e6550d", "#a63603",
+               "#31a354", "#74c476", "#756bb1", "#9e9ac8", "#636363", "#bdbdbd")
+SPAN_RAMP_OPACITY = 0.35  # the ramp block on top of a learned span
+SPAN_LABEL_COLOR = "#252525"  # z written on a learned-span bar
