@@ -182,7 +182,8 @@ def apply_span(record: AttentionRecord, spans, ramp: float, causal: bool) -> Spa
     try:
         spans = np.broadcast_to(spans, (layers, heads)).copy()
     except ValueError:
-        raise ValueError(f"spans of shape {spans.shape} do not fit {layers} layers x {heads} heads")
+        raise ValueError(
+            f"spans of shape {spans.shape} do not fit {layers} layers x {heads} heads") from None
     if not np.all(np.isfinite(spans)) or spans.min() < 0:
         raise ValueError("every span z must be a finite number >= 0")
     weights = torch.from_numpy(np.array(record.weights))  # (L, H, Q, K)

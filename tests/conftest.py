@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 os.environ["HF_HUB_OFFLINE"] = "1"
+# The converted SmolLM2 (~0.5 GB) is kept in the checkout's ignored .cache/, not the user's home.
+os.environ.setdefault("ATTENTION_EXPLORER_CACHE",
+                      str(Path(__file__).resolve().parents[1] / ".cache" / "attention-explorer"))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest  # noqa: E402

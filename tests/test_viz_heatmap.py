@@ -55,3 +55,12 @@ def test_layer_grid_has_every_head_on_one_shared_scale():
     for head, trace in enumerate(figure.data):
         np.testing.assert_allclose(np.asarray(trace.z), record.weights[1, head], atol=5e-4)
     assert [a.text for a in figure.layout.annotations] == [f"Head {h}" for h in range(6)]
+
+
+def test_byte_level_tokens_are_shown_as_the_text_they_spell():
+    record = make_record(["The", "Ġcaf", "Ã©", "Ċ", "Ġ<", "b", ">"])
+    labels = list(attention_heatmap(record, 0, 0).layout.xaxis.ticktext)
+    assert labels == ["The", "caf", "é", "↵", "&lt;", "b", "&gt;"]
+    assert record.tokens[1] == "Ġcaf"  # the record keeps the tokenizer's own spelling
+    wordpiece = make_record(["[CLS]", "café", "##s", "Ã©"])
+    assert list(attention_heatmap(wordpiece, 0, 0).layout.xaxis.ticktext) == ["[CLS]", "café", "##s", "Ã©"]

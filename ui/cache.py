@@ -94,7 +94,7 @@ def model_for(kind: str, name: str, seed: int):
 def projections(kind: str, name: str, seed: int, text: str, pair: str) -> Projections:
     loaded = decoder(name) if kind == DECODER else pretrained(name)
     model = model_for(kind, name, seed)
-    limit = model.config.max_positions if kind != PRETRAINED else loaded.max_tokens
+    limit = loaded.max_tokens if kind in (PRETRAINED, DECODER) else model.config.max_positions
     return projections_for(model, encode(loaded.tokenizer, text, pair or None, limit))
 
 

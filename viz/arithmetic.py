@@ -9,13 +9,13 @@ from plotly.subplots import make_subplots
 
 from models.arithmetic import RowArithmetic
 from viz import style
-from viz.labels import safe_token
+from viz.labels import numbered_labels
 
 MASKED_COLOUR = "#bdbdbd"
 
 
 def key_labels(tokens: tuple[str, ...]) -> list[str]:
-    return [f"{safe_token(t)} #{i}" for i, t in enumerate(tokens)]
+    return numbered_labels(tokens)
 
 
 def row_steps_figure(row: RowArithmetic, tokens: tuple[str, ...]) -> go.Figure:

@@ -1,10 +1,53 @@
-"""Token labels that are safe to put into Plotly text (which understands a little HTML)."""
+"""Token labels that are safe to put into Plotly text (which understands a little HTML).
+
+Byte-level BPE tokenizers (GPT-2, Llama 3, SmolLM2) write each byte as a printable stand-in
+character: "Ġ" for a space, "Ċ" for a newline, "Ã©" for the two bytes of "é". Labels show the
+text those bytes spell instead; the record keeps the tokens exactly as the tokenizer wrote them.
+"""
 
 from __future__ import annotations
 
 import html
+from functools import lru_cache
 
 import numpy as np
+
+BYTE_LEVEL_MARKERS = ("Ġ", "Ċ")  # a space, a newline: present in almost any byte-level text
+
+
+@lru_cache(maxsize=1)
+def _byte_of_character() -> dict[str, int]:
+    """The byte-level BPE alphabet: printable Latin-1 bytes stand for themselves, and the other
+    bytes (controls, space, a few others) take the characters from U+0100 upwards, in order."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
+                 *range(ord("®"), ord("ÿ") + 1)]
+    mapping = {chr(b): b for b in printable}
+    extra = 0
+    for byte in range(256):
+        if byte not in printable:
+            mapping[chr(256 + extra)] = byte
+            extra += 1
+    return mapping
+
+
+def byte_level_text(token: str) -> str:
+    """The text a byte-level token spells; unchanged if it is not made of that alphabet."""
+    alphabet = _byte_of_character()
+    if not all(character in alphabet for character in token):
+        return token
+    return bytes(alphabet[c] for c in token).decode("utf-8", errors="replace")
+
+
+def display_tokens(tokens: tuple[str, ...] | list[str]) -> list[str]:
+    """Tokens as a reader expects them: byte-level stand-ins decoded, leading spaces dropped,
+    a newline shown as ↵."""
+    if not any(marker in token for token in tokens for marker in BYTE_LEVEL_MARKERS):
+        return list(tokens)
+    shown = []
+    for token in tokens:
+        text = byte_level_text(token).replace("\n", "↵")
+        shown.append(text.strip(" ") or text)
+    return shown
 
 
 def safe_token(token: str) -> str:
@@ -15,7 +58,12 @@ def safe_token(token: str) -> str:
 
 
 def tick_labels(tokens: tuple[str, ...] | list[str]) -> list[str]:
-    return [safe_token(t) for t in tokens]
+    return [safe_token(t) for t in display_tokens(tokens)]
+
+
+def numbered_labels(tokens: tuple[str, ...] | list[str]) -> list[str]:
+    """"token #position" labels, distinct even when a token repeats."""
+    return [f"{label} #{i}" for i, label in enumerate(tick_labels(tokens))]
 
 
 def tick_positions(num_tokens: int, max_labels: int) -> list[int]:
@@ -27,7 +75,7 @@ def tick_positions(num_tokens: int, max_labels: int) -> list[int]:
 
 def hover_pairs(tokens: tuple[str, ...] | list[str]) -> np.ndarray:
     """(Q, K, 2) array of [query label, key label] for each cell's hover text."""
-    labels = np.array([f"{safe_token(t)} #{i}" for i, t in enumerate(tokens)], dtype=object)
+    labels = np.array(numbered_labels(tokens), dtype=object)
     count = len(labels)
     return np.stack([np.repeat(labels[:, None], count, axis=1),
                      np.repeat(labels[None, :], count, axis=0)], axis=-1)

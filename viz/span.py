@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from models.record import AttentionRecord
 from viz import style
 from viz.heatmap import matrix_heatmap
-from viz.labels import safe_token
+from viz.labels import numbered_labels
 
 PERCENT = 100.0
 
@@ -67,7 +67,7 @@ def removed_mass_figure(
     rows the span `emptied` (bool (Q,)) are marked."""
     removed = np.asarray(removed, dtype=float) * PERCENT  # (Q,)
     emptied = np.asarray(emptied, dtype=bool)  # (Q,)
-    labels = [f"{safe_token(t)} #{i}" for i, t in enumerate(tokens)]
+    labels = numbered_labels(tokens)
     figure = go.Figure(go.Bar(
         x=labels, y=removed,
         marker_color=[style.EMPTIED_COLOR if e else style.REMOVED_COLOR for e in emptied],
