@@ -23,6 +23,7 @@ page = st.navigation({
     ],
     "How attention works": [
         st.Page("pages/causal_masks.py", title="Causal and padding masks", icon=":material/change_history:"),
+        st.Page("pages/adaptive_span.py", title="Adaptive attention span", icon=":material/width:"),
         st.Page("pages/scaling.py", title="Why attention is scaled", icon=":material/straighten:"),
         st.Page("pages/positions.py", title="Positions", icon=":material/pin_drop:"),
     ],

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 
 from models.encoder import Encoder, EncoderOutput
 from models.record import AttentionRecord
+from models.scratch import record_from_output
 from models.tokenize import encode
 
 # The recomputed weights must equal the encoder's own to float32 rounding.
@@ -96,16 +97,7 @@ def mask_steps(encoder: Encoder, tokenizer, text: str, text_pair: str | None,
         output = encoder(encoded.input_ids, encoded.token_type_ids, encoded.attention_mask)
     inside = [inspect_layer(encoder, output, layer) for layer in range(len(encoder.layers))]
     scores = torch.stack([part.scores[0] for part in inside])  # (L, H, Q, K)
-    weights = torch.stack(output.attentions, dim=1)[0]  # (L, H, Q, K)
-    record = AttentionRecord(
-        tokens=encoded.tokens,
-        weights=weights.numpy(),
-        source=source,
-        masks=("causal",) if encoder.config.causal else (),
-        segment_ids=encoded.segment_ids,
-        special_positions=encoded.special_positions,
-        dropped_tokens=encoded.dropped_tokens,
-    )
+    record = record_from_output(encoder, encoded, output, source)
     return MaskSteps(
         record=record,
         scores=scores.numpy(),

@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 
 from models.config import EncoderConfig
-from models.encoder import Encoder
+from models.encoder import Encoder, EncoderOutput
 from models.record import AttentionRecord
-from models.tokenize import encode
+from models.tokenize import EncodedText, encode
 
 
 def random_encoder(config: EncoderConfig, seed: int) -> Encoder:
@@ -24,6 +24,13 @@ def run_encoder(
     encoded = encode(tokenizer, text, text_pair, encoder.config.max_positions)
     with torch.inference_mode():
         output = encoder(encoded.input_ids, encoded.token_type_ids, encoded.attention_mask)
+    return record_from_output(encoder, encoded, output, source)
+
+
+def record_from_output(
+    encoder: Encoder, encoded: EncodedText, output: EncoderOutput, source: str
+) -> AttentionRecord:
+    """The record of the first input of a batch the encoder has run."""
     weights = torch.stack(output.attentions, dim=1)[0]  # (L, H, Q, K)
     return AttentionRecord(
         tokens=encoded.tokens,

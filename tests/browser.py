@@ -30,6 +30,7 @@ PAGES = [
     ("rollout", "Attention rollout"),
     ("compare", "Compare two inputs"),
     ("causal_masks", "Causal masks"),
+    ("adaptive_span", "Adaptive attention span"),
     ("scaling", "Why attention is scaled"),
     ("positions", "Positions"),
 ]
