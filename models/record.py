@@ -42,14 +42,14 @@ class AttentionRecord:
             raise ValueError(f"attention weights need square, non-empty maps, got {weights.shape}")
         if len(self.tokens) != queries:
             raise ValueError(f"{len(self.tokens)} tokens for attention over {queries} positions")
-        if not np.all(np.isfinite(weights)):
-            raise ValueError("attention weights contain NaN or infinity")
-        if weights.min() < 0:
-            raise ValueError("attention weights must be non-negative")
         unknown = set(self.masks) - set(KNOWN_MASKS)
         if unknown:
             raise ValueError(f"unknown masks {sorted(unknown)}; known: {KNOWN_MASKS}")
-        sums = weights.sum(axis=-1)
+        sums = weights.sum(axis=-1)  # (L, H, Q); a NaN or infinity anywhere makes its row's sum so
+        if not np.all(np.isfinite(sums)):
+            raise ValueError("attention weights contain NaN or infinity")
+        if weights.min() < 0:
+            raise ValueError("attention weights must be non-negative")
         bad = np.abs(sums - 1.0) > ROW_SUM_TOLERANCE
         if self.masks:
             bad &= np.abs(sums) > ROW_SUM_TOLERANCE  # a mask may empty a row

@@ -7,7 +7,7 @@ import torch
 from models.config import EncoderConfig
 from models.encoder import Encoder, EncoderOutput
 from models.record import AttentionRecord
-from models.tokenize import EncodedText, encode
+from models.tokenize import EncodedText, encode, first_item_attentions
 
 
 def random_encoder(config: EncoderConfig, seed: int) -> Encoder:
@@ -31,10 +31,10 @@ def record_from_output(
     encoder: Encoder, encoded: EncodedText, output: EncoderOutput, source: str
 ) -> AttentionRecord:
     """The record of the first input of a batch the encoder has run."""
-    weights = torch.stack(output.attentions, dim=1)[0]  # (L, H, Q, K)
+    weights = first_item_attentions(output.attentions)  # (L, H, Q, K)
     return AttentionRecord(
         tokens=encoded.tokens,
-        weights=weights.numpy(),
+        weights=weights,
         source=source,
         masks=("causal",) if encoder.config.causal else (),
         segment_ids=encoded.segment_ids,
