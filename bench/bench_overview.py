@@ -39,13 +39,16 @@ from viz.heatmap import attention_heatmap  # noqa: E402
 from viz.overview import all_heads_figure  # noqa: E402
 
 
+FRESH_WORDS = ("house", "river", "music", "garden", "window")  # one WordPiece token each
+
+
 def overview_bytes(record) -> int:
     figures = (all_heads_figure(record, (0, 0)), attention_heatmap(record, 0, 0))
     return sum(len(figure.to_json().encode()) for figure in figures)
 
 
 def bertviz_shipped_html(record) -> str:
-    tensors = [torch.from_numpy(layer)[None] for layer in record.weights]  # L x (1, H, Q, K)
+    tensors = [torch.tensor(layer)[None] for layer in record.weights]  # L x (1, H, Q, K)
     return bertviz.model_view(tensors, list(record.tokens), html_action="return").data
 
 
@@ -59,9 +62,10 @@ def time_app(browser, url: str, text: str, first_word: str) -> float:
     page.wait_for_function(
         """word => {
             const plots = document.querySelectorAll('.js-plotly-plot');
-            if (plots.length < 2) return false;
-            const ticks = [...plots[1].querySelectorAll('.xtick text')].map(t => t.textContent);
-            return ticks.includes(word) && plots[0].querySelector('.heatmaplayer image');
+            if (plots.length < 2 || !plots[0].querySelector('.heatmaplayer image')) return false;
+            const rows = plots[1].data && plots[1].data[0].y;  // "token #position" labels
+            return !!rows && rows[1] === word + ' #1'
+                && !!plots[1].querySelector('.heatmaplayer image');
         }""", arg=first_word, timeout=120_000, polling=50)
     elapsed = time.perf_counter() - start
     page.close()
@@ -102,7 +106,7 @@ def main() -> None:
             ours = overview_bytes(record)
             shipped = len(bertviz_shipped_html(record).encode())
             offline = len(bertviz_views.model_view_html(record).encode())
-            word = f"zebra{size}"  # a fresh input, so the app cannot answer from its cache
+            word = FRESH_WORDS[len(rows) % len(FRESH_WORDS)]  # a new input: no answer from a cache
             text = f"{word} {base}"
             app_s = time_app(browser, url, text, word)
             bert_s, _ = time_bertviz(browser, loaded, text, args.timeout)

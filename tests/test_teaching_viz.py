@@ -32,7 +32,8 @@ def test_masked_cells_are_empty_grey_and_out_of_the_colour_scale():
     assert np.isnan(grey.z[CAUSAL]).all() and np.isfinite(grey.z[~CAUSAL]).all()
     assert grey.colorscale[0][1] == grey.colorscale[-1][1] == style.MASKED_COLOR
     assert grey.showscale is False and "masked" in grey.hovertemplate
-    assert "&lt;b&gt;x&lt;/b&gt;" in grey.customdata[1, 1, 0]  # what the user typed is escaped
+    assert grey.y[1].startswith("&lt;b&gt;x&lt;/b&gt;")  # what the user typed is escaped
+    assert list(grey.x) == list(values.x)  # the grey layer sits on the same cells
 
 
 def test_nothing_masked_means_no_grey_layer():

@@ -22,9 +22,11 @@ def test_single_head_heatmap_values_labels_and_scale():
     assert list(figure.layout.xaxis.ticktext) == ["[CLS]", "time", "flies", "flies", "[SEP]"]
     assert list(figure.layout.yaxis.ticktext) == list(figure.layout.xaxis.ticktext)
     assert figure.layout.yaxis.autorange == "reversed"  # queries read downwards
-    assert "%{z:.3f}" in trace.hovertemplate
-    # duplicate tokens keep their own rows: hover names query 3 and key 2 distinctly
-    assert list(trace.customdata[3][2]) == ["flies #3", "flies #2"]
+    assert "%{z:.3f}" in trace.hovertemplate and "%{y}" in trace.hovertemplate
+    # duplicate tokens keep their own rows and columns: the hover names query 3 and key 2
+    assert figure.layout.xaxis.type == figure.layout.yaxis.type == "category"
+    assert (trace.y[3], trace.x[2]) == ("flies #3", "flies #2")
+    assert len(set(trace.x)) == 5
     assert figure.layout.title.text == "Layer 1 · Head 2"
 
 
@@ -36,6 +38,7 @@ def test_user_text_is_escaped_in_labels_and_hover():
     assert labels[1] == "&lt;b&gt;x&lt;/b&gt;"
     assert labels[2] == "␣"
     assert "<script>" not in figure.to_json()
+    assert figure.data[0].x[0] == "&lt;script&gt;alert(1)&lt;/script&gt; #0"
 
 
 def test_long_inputs_thin_the_tick_labels_but_keep_every_value():
@@ -43,7 +46,8 @@ def test_long_inputs_thin_the_tick_labels_but_keep_every_value():
     figure = attention_heatmap(record, 0, 0)
     assert np.asarray(figure.data[0].z).shape == (200, 200)
     ticks = list(figure.layout.xaxis.tickvals)
-    assert 2 < len(ticks) <= 64 and ticks[0] == 0 and ticks[-1] == 199
+    assert 2 < len(ticks) <= 64 and ticks[0] == "t0 #0" and ticks[-1] == "t199 #199"
+    assert figure.layout.xaxis.ticktext[-1] == "t199"
 
 
 def test_layer_grid_has_every_head_on_one_shared_scale():

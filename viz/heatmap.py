@@ -10,20 +10,24 @@ from plotly.subplots import make_subplots
 
 from models.record import AttentionRecord
 from viz import style
-from viz.labels import hover_pairs, tick_labels, tick_positions
+from viz.labels import hover_pairs, numbered_labels, tick_labels, tick_positions
 
-HOVER = (
+HOVER = f"query: %{{y}}<br>key: %{{x}}<br>weight: %{{z:.{style.HOVER_DECIMALS}f}}<extra></extra>"
+GRID_HOVER = (
     "query: %{customdata[0]}<br>key: %{customdata[1]}<br>"
     f"weight: %{{z:.{style.HOVER_DECIMALS}f}}<extra></extra>"
 )
 POSITION_HOVER = f"query #%{{y}}<br>key #%{{x}}<br>weight: %{{z:.{style.HOVER_DECIMALS}f}}<extra></extra>"
 
 
-def _axis(tokens, num_labels: int, **extra) -> dict:
+def _axis(tokens, num_labels: int, categories: list[str] | None = None, **extra) -> dict:
+    """Tick labels thinned to `num_labels`; on a category axis the ticks name categories."""
     positions = tick_positions(len(tokens), num_labels)
     labels = tick_labels(tokens)
-    return dict(tickmode="array", tickvals=positions, ticktext=[labels[p] for p in positions],
-                showgrid=False, zeroline=False, **extra)
+    tickvals = positions if categories is None else [categories[p] for p in positions]
+    kind = {} if categories is None else {"type": "category"}
+    return dict(tickmode="array", tickvals=tickvals, ticktext=[labels[p] for p in positions],
+                showgrid=False, zeroline=False, **kind, **extra)
 
 
 def _hover(row_title: str, column_title: str, value_title: str) -> str:
@@ -58,26 +62,30 @@ def matrix_heatmap(
     count = len(tokens)
     rows = tokens if row_tokens is None else row_tokens
     if row_tokens is None and axis_titles == ("query", "key"):
-        customdata, hover = hover_pairs(tokens), HOVER
+        # Token maps: each axis is a category axis of distinct "token #position" labels, so the
+        # hover names both tokens from T labels per axis instead of T x T per-cell strings.
+        columns = numbered_labels(tokens)
+        trace = dict(x=columns, y=columns, hovertemplate=HOVER)
+        x_categories = y_categories = columns
     else:
-        customdata, hover = _label_pairs(rows, tokens), _hover(*axis_titles, colorbar_title)
+        trace = dict(x=list(range(count)), y=list(range(len(rows))),
+                     customdata=_label_pairs(rows, tokens),
+                     hovertemplate=_hover(*axis_titles, colorbar_title))
+        x_categories = y_categories = None
     figure = go.Figure(go.Heatmap(
-        z=matrix, x=list(range(count)), y=list(range(len(rows))),
-        customdata=customdata, hovertemplate=hover,
-        colorscale=style.COLORSCALE, zmin=zmin, zmax=zmax,
-        colorbar=dict(title=dict(text=colorbar_title), thickness=14),
+        z=matrix, colorscale=style.COLORSCALE, zmin=zmin, zmax=zmax,
+        colorbar=dict(title=dict(text=colorbar_title), thickness=14), **trace,
     ))
     size = style.heatmap_size(count)
     figure.update_layout(
-        title=dict(text=title), font=style.FONT, width=size + 90,
+        title=dict(text=title, y=0.995, yanchor="top"), font=style.FONT, width=size + 90,
         height=size if row_tokens is None else style.heatmap_size(len(rows)),
-        margin=style.MARGIN, plot_bgcolor="white",
-        xaxis=_axis(tokens, style.MAX_TICK_LABELS, side="top", tickangle=-45,
+        margin=style.HEATMAP_MARGIN, plot_bgcolor="white",
+        xaxis=_axis(tokens, style.MAX_TICK_LABELS, x_categories, side="top", tickangle=-45,
                     title=axis_titles[1]),
-        yaxis=_axis(rows, style.MAX_TICK_LABELS, autorange="reversed", title=axis_titles[0],
-                    scaleanchor="x"),
+        yaxis=_axis(rows, style.MAX_TICK_LABELS, y_categories, autorange="reversed",
+                    title=axis_titles[0], scaleanchor="x"),
     )
-    figure.update_layout(title=dict(y=0.995, yanchor="top"), margin=dict(t=110))
     return figure
 
 
@@ -103,7 +111,7 @@ def layer_heads_grid(record: AttentionRecord, layer: int) -> go.Figure:
         figure.add_trace(
             go.Heatmap(
                 z=np.round(record.head(layer, head), style.HOVER_DECIMALS),
-                customdata=customdata, hovertemplate=HOVER if with_tokens else POSITION_HOVER,
+                customdata=customdata, hovertemplate=GRID_HOVER if with_tokens else POSITION_HOVER,
                 coloraxis="coloraxis", name=f"head {head}",
             ),
             row=head // columns + 1, col=head % columns + 1,

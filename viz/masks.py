@@ -16,15 +16,15 @@ from plotly.subplots import make_subplots
 from models.record import AttentionRecord
 from viz import style
 from viz.heatmap import attention_heatmap, matrix_heatmap
-from viz.labels import hover_pairs
 
-MASKED_HOVER = "query: %{customdata[0]}<br>key: %{customdata[1]}<br>masked<extra></extra>"
-ALLOWED_HOVER = "query: %{customdata[0]}<br>key: %{customdata[1]}<br>may attend<extra></extra>"
+
+# The shared heatmap's axes are categories of "token #position" labels: %{y} and %{x} name them.
+MASKED_HOVER = "query: %{y}<br>key: %{x}<br>masked<extra></extra>"
+ALLOWED_HOVER = "query: %{y}<br>key: %{x}<br>may attend<extra></extra>"
 
 
 def _value_hover(value_title: str) -> str:
-    return ("query: %{customdata[0]}<br>key: %{customdata[1]}<br>"
-            f"{value_title}: %{{z:.{style.HOVER_DECIMALS}f}}<extra></extra>")
+    return f"query: %{{y}}<br>key: %{{x}}<br>{value_title}: %{{z:.{style.HOVER_DECIMALS}f}}<extra></extra>"
 
 
 def allowed_range(matrix: np.ndarray, mask: np.ndarray) -> tuple[float, float]:
@@ -61,10 +61,9 @@ def masked_heatmap(
                             zmax=high if zmax is None else zmax, colorbar_title=value_title)
     figure.update_traces(hoverongaps=False, hovertemplate=_value_hover(value_title), selector=0)
     if not mask.all():
-        count = len(tokens)
         figure.add_trace(go.Heatmap(
-            z=np.where(mask, np.nan, 0.0), x=list(range(count)), y=list(range(count)),
-            customdata=hover_pairs(tokens), hovertemplate=MASKED_HOVER, hoverongaps=False,
+            z=np.where(mask, np.nan, 0.0), x=figure.data[0].x, y=figure.data[0].y,
+            hovertemplate=MASKED_HOVER, hoverongaps=False,
             colorscale=[[0.0, style.MASKED_COLOR], [1.0, style.MASKED_COLOR]], showscale=False,
             name="masked",
         ))

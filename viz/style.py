@@ -7,6 +7,7 @@ CELL_PX = 56  # target pixels per token on a single heatmap
 MIN_HEATMAP_PX = 560
 MAX_HEATMAP_PX = 900
 MARGIN = dict(l=10, r=10, t=50, b=10)
+HEATMAP_MARGIN = dict(l=10, r=10, t=110, b=10)  # room for the key labels along the top
 HOVER_DECIMALS = 3
 GRID_COLUMNS = 4  # small multiples per row
 GRID_CELL_PX = 210
