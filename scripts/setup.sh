@@ -6,8 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$python" -m venv .venv
+# pip's own exit status decides (pipefail); only its noise about local index folders is dropped
 pip() { .venv/bin/python -m pip install --disable-pip-version-check -q "$@" 2>&1 \
-          | grep -v "^WARNING: Location '.*' is ignored" || true; }
+          | { grep -v "^WARNING: Location '.*' is ignored" || true; }; }
 # torch first and exact, so nothing later can pull a CUDA build
 pip torch==2.13.0
 pip -r requirements.txt
