@@ -29,8 +29,7 @@ from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
 from models.pretrained import (
-    ENCODER_TYPES, LoadedModel, ModelLoadError, _check_local_folder, _first_sentence,
-    _looks_like_path, _read_config, hub_reachable,
+    ENCODER_TYPES, LoadedModel, ModelLoadError, _first_sentence, _read_config, local_files_only,
 )
 from models.record import AttentionRecord
 from models.tokenize import encode, first_item_attentions
@@ -100,11 +99,7 @@ def load_causal_lm(name: str, source: str | Path | None = None) -> LoadedModel:
     attention row sums to 1 within the record's tolerance.
     """
     source = str(source or name)
-    local_only = True
-    if _looks_like_path(source):
-        _check_local_folder(source)
-    else:
-        local_only = not hub_reachable()
+    local_only = local_files_only(source)
     config = _read_config(name, source, KNOWN_TYPES, local_only)
     if config.model_type not in CAUSAL_TYPES or getattr(config, "is_encoder_decoder", False):
         raise ModelLoadError(

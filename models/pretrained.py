@@ -107,6 +107,15 @@ def hub_reachable() -> bool:
     return True
 
 
+def local_files_only(source: str) -> bool:
+    """Whether `source` must be read without the Hub: a local folder (checked here), or any id
+    while the Hub cannot be reached (then only the local Hugging Face cache can have it)."""
+    if _looks_like_path(source):
+        _check_local_folder(source)
+        return True
+    return not hub_reachable()
+
+
 def _read_config(name: str, source: str, allowed_types: frozenset[str], local_only: bool):
     try:
         config = AutoConfig.from_pretrained(
@@ -132,11 +141,7 @@ def load_pretrained(name: str, allowed_types: frozenset[str] = ENCODER_TYPES) ->
     ModelLoadError with one sentence naming the model and the reason.
     """
     source = resolve(name)
-    local_only = True
-    if _looks_like_path(source):
-        _check_local_folder(source)
-    else:
-        local_only = not hub_reachable()
+    local_only = local_files_only(source)
     config = _read_config(name, source, allowed_types, local_only)
     try:
         model = AutoModel.from_pretrained(
