@@ -79,3 +79,24 @@ def test_moving_a_slider_keeps_the_sidebar_and_redraws(app_url, page):
     )
     assert page.get_by_label("Sentence", exact=True).count() == 1
     assert_clean(page)
+
+
+def test_bertviz_views_draw_inside_the_app_offline(app_url, page):
+    visit(page, app_url, "bertviz_views", "bertviz views")
+    set_sidebar_text(page, HOSTILE)
+    wait_idle(page)
+    frame = page.frame_locator('iframe[title^="bertviz"]')
+    frame.locator("#vis svg text", has_text="quantum").first.wait_for(timeout=60_000)
+    frame.locator("#vis svg line").first.wait_for(state="attached", timeout=60_000)
+    tokens = frame.locator("#vis svg text").all_text_contents()
+    assert "quantum" in tokens and "script" in tokens
+    page.screenshot(path=str(SCREENSHOTS / "bertviz-head-view.png"))
+    page.get_by_text("Model view", exact=True).click()
+    wait_idle(page)
+    frame = page.frame_locator('iframe[title^="bertviz"]')
+    frame.locator("#vis svg .attn_background").nth(6 * 12 - 1).wait_for(state="attached",
+                                                                         timeout=60_000)
+    page.screenshot(path=str(SCREENSHOTS / "bertviz-model-view.png"))
+    assert_clean(page)
+    for child in page.frames:
+        assert child.evaluate("() => window.__pwned === undefined")
