@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from urllib.parse import urlparse
 from pathlib import Path
 
-import numpy as np
 import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
+
+import numpy as np
 
 from streamlit.testing.v1 import AppTest
 
@@ -42,12 +45,8 @@ def texts(at: AppTest) -> str:
     return "\n".join(parts)
 
 
-def array(value) -> "np.ndarray":
+def array(value) -> np.ndarray:
     """A Plotly JSON array: plain nested lists, or a typed array {"dtype", "bdata", "shape"}."""
-    import base64
-
-    import numpy as np
-
     if isinstance(value, dict) and "bdata" in value:
         data = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
         shape = value.get("shape")

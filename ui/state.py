@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
 import streamlit as st
@@ -23,9 +22,6 @@ KIND_LABELS = {
     cache.SCRATCH_RANDOM: "From-scratch encoder, random weights",
     cache.SCRATCH_COPIED: "From-scratch encoder, pretrained weights copied in",
 }
-
-log = logging.getLogger(__name__)
-
 
 def _load_other_model() -> None:
     """Button callback: switch models only when the new one loads (an encoder, else a decoder)."""
