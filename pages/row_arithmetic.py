@@ -21,6 +21,9 @@ st.latex(r"\text{weights} = \operatorname{softmax}\!\left(\frac{q\,K^\top}{\sqrt
          r"\qquad \text{output} = \textstyle\sum_j \text{weight}_j\, v_j")
 record = current_record(apply_options=False)
 if record is not None:
+    if st.session_state.get("sb_merge_words") or st.session_state.get("sb_hide_special"):
+        st.caption("Vectors belong to the model's own tokens, so this page shows every word "
+                   "piece and special token whatever the sidebar's token options say.")
     choice = current_choice()
     try:
         projections = cache.projections(*choice.key)

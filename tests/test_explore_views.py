@@ -124,3 +124,9 @@ def test_token_options_apply_to_views():
     labels = figures(at)[0]["layout"]["xaxis"]["ticktext"]
     assert labels == ["tokenization", "matters"]
     assert "renormalised" in texts(at)
+
+
+def test_arithmetic_page_says_token_options_do_not_apply():
+    at = run_page("row_arithmetic", state={"sb_merge_words": True})
+    assert "whatever the sidebar's token options say" in texts(at)
+    assert len(at.dataframe[0].value) == 8  # every model token, [CLS] and [SEP] included
