@@ -17,6 +17,7 @@ st.latex(FORMULA)
 st.caption(FORMULA_TEXT)
 record = current_record()
 if record is not None:
+    st.session_state.setdefault("rollout_layer", record.num_layers - 1)  # the whole flow first
     layer = index_slider("Layer", record.num_layers, "rollout_layer")
     st.caption(f"{record.num_tokens} tokens · {record.source}. Left: what layer "
                f"{layer} attends to directly. Right: how its output traces back to the input.")
