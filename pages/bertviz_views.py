@@ -1,20 +1,13 @@
 import streamlit as st
 
-from models.record import AttentionRecord
+from ui import cache
 from ui.routing import through_app
 from ui.state import current_record
-from viz.bertviz_views import HEAD_VIEW, MODEL_VIEW, WEIGHT_DECIMALS, max_tokens, view_html
+from viz.bertviz_views import HEAD_VIEW, MODEL_VIEW, WEIGHT_DECIMALS, max_tokens
 
 through_app()
 
 VIEW_LABELS = {HEAD_VIEW: "Head view", MODEL_VIEW: "Model view"}
-CACHED_PAGES = 4
-
-
-@st.cache_data(max_entries=CACHED_PAGES, show_spinner="Building bertviz's view…")
-def cached_view_html(record: AttentionRecord, view: str) -> str:
-    """The same HTML for the same input, so the frame is not redrawn on every rerun."""
-    return view_html(record, view)
 
 
 st.title("bertviz views")
@@ -42,5 +35,5 @@ if record is not None:
     else:
         st.caption(f"{record.num_tokens} tokens · {record.source} · weights rounded to "
                    f"{WEIGHT_DECIMALS} decimals")
-        st.iframe(cached_view_html(record, view), height="content",
+        st.iframe(cache.bertviz_html(record, view), height="content",
                   alt=f"bertviz {VIEW_LABELS[view].lower()} of the attention")

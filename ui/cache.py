@@ -19,6 +19,7 @@ from models.record import AttentionRecord
 from models.scratch import random_encoder, run_encoder
 from models.tokenize import encode
 from models.transfer import encoder_from_bert
+from viz.bertviz_views import view_html
 from viz.tokens import TokenView, apply_token_options
 
 MAX_RECORDS = 48
@@ -111,3 +112,9 @@ def copied_difference(name: str, text: str, pair: str) -> float:
     ours = record(SCRATCH_COPIED, name, 0, text, pair)
     reference = record(PRETRAINED, name, 0, text, pair)
     return float(np.abs(ours.weights - reference.weights).max())
+
+
+@st.cache_data(max_entries=4, show_spinner="Building bertviz's view…")
+def bertviz_html(record: AttentionRecord, view: str) -> str:
+    """The same HTML for the same input, so the frame is not rebuilt and redrawn on every rerun."""
+    return view_html(record, view)
