@@ -5,6 +5,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from ui.links import LinkedView
 from ui.state import sidebar
 
 st.set_page_config(page_title="Attention Explorer", page_icon=str(Path(__file__).parent / "assets" / "icon.png"), layout="wide")
@@ -15,23 +16,35 @@ page = st.navigation({
     "Explore a model": [
         st.Page("pages/attention_maps.py", title="Attention maps", icon=":material/grid_on:", default=True),
         st.Page("pages/all_heads.py", title="All heads at once", icon=":material/apps:"),
+        st.Page("pages/predictions.py", title="What the model predicts", icon=":material/lightbulb:"),
         st.Page("pages/bertviz_views.py", title="bertviz views", icon=":material/hub:"),
         st.Page("pages/row_arithmetic.py", title="One row, step by step", icon=":material/calculate:"),
         st.Page("pages/head_statistics.py", title="Head statistics", icon=":material/bar_chart:"),
         st.Page("pages/rollout.py", title="Attention rollout", icon=":material/waves:"),
         st.Page("pages/compare.py", title="Compare two inputs", icon=":material/compare:"),
+        st.Page("pages/cross_attention.py", title="Cross-attention (translation)", icon=":material/translate:"),
+        st.Page("pages/head_finder.py", title="Head finder", icon=":material/search:"),
+        st.Page("pages/head_detectors.py", title="Head detectors", icon=":material/radar:"),
+        st.Page("pages/ablation.py", title="Ablation and knockout", icon=":material/block:"),
+        st.Page("pages/generation.py", title="Generation, step by step", icon=":material/edit_note:"),
     ],
     "How attention works": [
         st.Page("pages/causal_masks.py", title="Causal and padding masks", icon=":material/change_history:"),
         st.Page("pages/adaptive_span.py", title="Adaptive attention span", icon=":material/width:"),
         st.Page("pages/scaling.py", title="Why attention is scaled", icon=":material/straighten:"),
         st.Page("pages/positions.py", title="Positions", icon=":material/pin_drop:"),
+        st.Page("pages/encoder_layer.py", title="Inside one encoder layer", icon=":material/layers:"),
+        st.Page("pages/fine_tuning.py", title="Fine-tuning a classifier", icon=":material/model_training:"),
     ],
 })
+view = LinkedView.restore(page)  # the URL's view into the session, before any widget exists
 sidebar()
+view.share()  # the session's view into the URL, and "Link to this view" in the sidebar
 try:
     page.run()
-except Exception:  # the last guard: log the trace for the operator, show a sentence to the user
-    logging.getLogger("attention_explorer").exception("page %s failed", page.title)
-    st.error("Something went wrong while drawing this page. Try another input or model; "
-             "the details are in the server log.")
+    view.check()  # a note for each value from the link the page could not show
+except Exception as error:  # the last guard: log the trace for the operator, show a sentence
+    if not view.retry_without_link(error):
+        logging.getLogger("attention_explorer").exception("page %s failed", page.title)
+        st.error("Something went wrong while drawing this page. Try another input or model; "
+                 "the details are in the server log.")

@@ -32,7 +32,8 @@ import bertviz  # noqa: E402
 import torch  # noqa: E402
 
 from bench.bench_record import text_of  # noqa: E402
-from models.pretrained import DEFAULT_MODEL, load_pretrained, run_pretrained  # noqa: E402
+from models.pretrained import DEFAULT_MODEL, load_pretrained  # noqa: E402
+from models.source import Kind, ModelSource  # noqa: E402
 from tests.browser import launch_chromium, served_app, set_sidebar_text, wait_idle  # noqa: E402
 from viz import bertviz_views  # noqa: E402
 from viz.heatmap import attention_heatmap  # noqa: E402
@@ -72,9 +73,9 @@ def time_app(browser, url: str, text: str, first_word: str) -> float:
     return elapsed
 
 
-def time_bertviz(browser, loaded, text: str, timeout_s: float) -> tuple[float | None, int]:
+def time_bertviz(browser, runner, text: str, timeout_s: float) -> tuple[float | None, int]:
     start = time.perf_counter()
-    record = run_pretrained(loaded, text)
+    record = runner.run(text).record
     html = bertviz_views._offline_page(bertviz_shipped_html(record), "model_view.js")
     lines = record.num_layers * record.num_heads * record.num_tokens ** 2
     page = browser.new_page(viewport={"width": 1400, "height": 1600})
@@ -98,18 +99,19 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=120.0)
     args = parser.parse_args()
     loaded = load_pretrained(DEFAULT_MODEL)
+    runner = ModelSource(Kind.ENCODER, DEFAULT_MODEL).load(pretrained=lambda name: loaded)
     rows = []
     with served_app() as url, launch_chromium() as browser:
         for size in args.sizes:
             base = text_of(loaded.tokenizer, size)
-            record = run_pretrained(loaded, base)
+            record = runner.run(base).record
             ours = overview_bytes(record)
             shipped = len(bertviz_shipped_html(record).encode())
             offline = len(bertviz_views.model_view_html(record).encode())
             word = FRESH_WORDS[len(rows) % len(FRESH_WORDS)]  # a new input: no answer from a cache
             text = f"{word} {base}"
             app_s = time_app(browser, url, text, word)
-            bert_s, _ = time_bertviz(browser, loaded, text, args.timeout)
+            bert_s, _ = time_bertviz(browser, runner, text, args.timeout)
             rows.append((size, ours, shipped, offline, app_s, bert_s))
             print(f"measured {size} tokens", flush=True)
     print(f"\nmodel: {DEFAULT_MODEL}; bertviz timeout {args.timeout:.0f} s")

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
+from models.capture import active as active_capture, blocked_edges, edit_and_record
 from models.config import EncoderConfig
 
 
@@ -60,18 +61,36 @@ class MultiHeadAttention(nn.Module):
         x = x.view(batch, tokens, self.num_heads, self.head_size)  # (B, T, H, Dh)
         return x.transpose(1, 2)  # (B, H, T, Dh)
 
-    def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Per-head query, key and value vectors, each (B, H, T, Dh)."""
-        return (self.split_heads(self.query(x)), self.split_heads(self.key(x)),
-                self.split_heads(self.value(x)))
+    def project(
+        self, x: torch.Tensor, memory: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Per-head query vectors from x (B, H, Q, Dh), key and value vectors from `memory`
+        (B, H, K, Dh), or from x itself when there is no memory (self-attention)."""
+        source = x if memory is None else memory
+        return (self.split_heads(self.query(x)), self.split_heads(self.key(source)),
+                self.split_heads(self.value(source)))
 
     def forward(
-        self, x: torch.Tensor, mask: torch.Tensor | None = None
+        self, x: torch.Tensor, mask: torch.Tensor | None = None,
+        memory: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """x (B, T, D), mask bool broadcasting to (B, H, Q, K). Returns (output (B, T, D), weights (B, H, Q, K))."""
-        query, key, value = self.project(x)  # (B, H, T, Dh) each
+        """x (B, T, D), mask bool broadcasting to (B, H, Q, K). Returns (output (B, T, D), weights (B, H, Q, K)).
+
+        With `memory` (B, K, D), keys and values come from it (cross-attention: the decoder's
+        queries read the encoder's output); the capture then stays out of it.
+        """
+        query, key, value = self.project(x, memory)  # (B, H, Q, Dh), (B, H, K, Dh) x 2
         dropout_p = self.dropout_p if self.training else 0.0
+        capture = active_capture() if memory is None else None
+        if capture is not None:
+            blocked = blocked_edges(len(capture.layers))  # (Q, K) knockout edges, if any
+            if blocked is not None:
+                mask = ~blocked if mask is None else mask & ~blocked
         heads, weights = scaled_dot_product_attention(query, key, value, mask, dropout_p)
-        batch, _, tokens, _ = heads.shape
-        merged = heads.transpose(1, 2).reshape(batch, tokens, -1)  # (B, T, D)
+        context = heads.transpose(1, 2)  # (B, T, H, Dh)
+        if capture is not None:
+            context = edit_and_record(capture, query, key, value, weights, context,
+                                      self.head_size ** -0.5, self.output.weight.detach())
+        batch, tokens, _, _ = context.shape
+        merged = context.reshape(batch, tokens, -1)  # (B, T, D)
         return self.output(merged), weights

@@ -10,7 +10,7 @@ from torch import nn
 
 SINUSOID_BASE = 10000.0
 # Models whose learned position table starts after the padding index (position ids pad + 1, ...).
-OFFSET_POSITION_TYPES = frozenset({"roberta", "xlm-roberta", "camembert"})
+OFFSET_POSITION_TYPES = frozenset({"roberta", "xlm-roberta", "camembert", "mpnet"})
 
 
 def sinusoidal_encoding(num_positions: int, dim: int, base: float = SINUSOID_BASE) -> np.ndarray:
@@ -33,14 +33,24 @@ def sinusoidal_encoding(num_positions: int, dim: int, base: float = SINUSOID_BAS
     return encoding
 
 
+def zero_rows(vectors: np.ndarray) -> np.ndarray:
+    """Indices of the rows that are all zeros (a padding row, for one): they have no direction."""
+    return np.flatnonzero(~np.any(np.asarray(vectors) != 0, axis=1))
+
+
 def cosine_similarity(vectors: np.ndarray) -> np.ndarray:
-    """(P, D) -> (P, P): the cosine of the angle between every pair of rows."""
+    """(P, D) -> (P, P): the cosine of the angle between every pair of rows.
+
+    A zero row has no direction, so its row and column are NaN (drawn blank), not an error.
+    """
     vectors = np.asarray(vectors, dtype=np.float64)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)  # (P, 1)
-    if np.any(norms == 0):
-        raise ValueError("a zero vector has no direction to compare")
-    unit = vectors / norms  # (P, D)
-    return np.clip(unit @ unit.T, -1.0, 1.0)  # (P, P)
+    zero = norms[:, 0] == 0  # (P,)
+    unit = vectors / np.where(norms == 0, 1.0, norms)  # (P, D)
+    similarity = np.clip(unit @ unit.T, -1.0, 1.0)  # (P, P)
+    similarity[zero, :] = np.nan
+    similarity[:, zero] = np.nan
+    return similarity
 
 
 def _position_table(model: nn.Module) -> nn.Embedding | None:

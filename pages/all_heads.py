@@ -18,6 +18,11 @@ st.markdown(
 )
 record = current_record()
 if record is not None:
+    if "causal" in record.masks:
+        st.caption("This is a causal decoder: each token sees only itself and earlier tokens, so "
+                   "every map is a triangle. The bright first column is an **attention sink**: "
+                   "heads with nothing useful to look at park their weight on the first token "
+                   "(Xiao et al., 2023). The generation page measures it head by head.")
     left, right = st.columns(2)
     with left:
         layer = index_slider("Layer", record.num_layers, "all_layer")

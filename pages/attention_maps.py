@@ -1,8 +1,10 @@
 import streamlit as st
 
+from ui import analysis_cache
 from ui.downloads import export_buttons
 from ui.routing import through_app
-from ui.state import current_record, index_slider
+from ui.state import current_record, index_slider, sidebar_input
+from viz.head_analysis import norm_heatmap
 from viz.heatmap import attention_heatmap, layer_heads_grid
 
 through_app()
@@ -19,6 +21,23 @@ if record is not None:
     layer = index_slider("Layer", record.num_layers, "maps_layer", left)
     head = index_slider("Head", record.num_heads, "maps_head", right)
     st.caption(f"{record.num_tokens} tokens · {record.source}")
-    st.plotly_chart(attention_heatmap(record, layer, head), key="maps_heatmap")
+    norm_view = st.toggle(
+        "Beside it, the norm-based view ‖α·f(x)‖", key="maps_norm",
+        help="Kobayashi et al. (2020): a weight times the length of the value vector it brings "
+             "(after the head's output projection). A big weight on a key whose value is short "
+             "moves almost nothing.")
+    if norm_view:
+        given = sidebar_input()
+        norms = analysis_cache.norm_maps(given.source, given.text, given.pair)
+        tokens = analysis_cache.model_tokens(given.source, given.text, given.pair)
+        weights_column, norm_column = st.columns(2)
+        weights_column.plotly_chart(attention_heatmap(record, layer, head), key="maps_heatmap")
+        norm_column.plotly_chart(norm_heatmap(tokens, norms[layer, head], layer, head),
+                                 key="maps_norm_heatmap")
+        st.caption("The norm-based map is per model token (the sidebar's token options do not "
+                   "apply to it). Compare the columns on [CLS], [SEP] or the first token: much "
+                   "of the weight they get moves little.")
+    else:
+        st.plotly_chart(attention_heatmap(record, layer, head), key="maps_heatmap")
     export_buttons(record, layer, head, "maps_export")
     st.plotly_chart(layer_heads_grid(record, layer), key="maps_grid")

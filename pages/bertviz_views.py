@@ -8,6 +8,9 @@ from viz.bertviz_views import HEAD_VIEW, MODEL_VIEW, WEIGHT_DECIMALS, max_tokens
 through_app()
 
 VIEW_LABELS = {HEAD_VIEW: "Head view", MODEL_VIEW: "Model view"}
+# The radio is drawn only when there is a record, and Streamlit forgets a widget's value on a run
+# that does not draw it: the choice is kept here too, so an empty sentence does not reset it.
+VIEW_CHOICE = "bertviz_view_choice"
 
 
 st.title("bertviz views")
@@ -22,8 +25,11 @@ st.markdown(
 )
 record = current_record()
 if record is not None:
+    if "bertviz_view" not in st.session_state:
+        st.session_state["bertviz_view"] = st.session_state.get(VIEW_CHOICE, HEAD_VIEW)
     view = st.radio("View", list(VIEW_LABELS), format_func=VIEW_LABELS.get, horizontal=True,
                     key="bertviz_view")
+    st.session_state[VIEW_CHOICE] = view
     limit = max_tokens(record, view)
     if record.num_tokens > limit:
         st.info(

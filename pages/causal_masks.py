@@ -1,14 +1,16 @@
 import streamlit as st
 
-from models.pretrained import DEFAULT_MODEL, ModelLoadError
+from models.errors import ModelLoadError
+from models.source import Kind
 from ui import cache, teaching_cache as teach
-from ui.state import DEFAULT_TEXT, MODEL_NAME, index_slider
-from viz.masks import mask_steps_figures, side_by_side
 from ui.routing import through_app
+from ui.state import index_slider, sidebar_input
+from ui.text import plain
+from viz.masks import mask_steps_figures, side_by_side
 
 through_app()
 
-st.title("Causal masks")
+st.title("Causal and padding masks")
 st.markdown(
     "An encoder such as BERT lets every token look at every other token, left and right. A "
     "decoder that writes text one token at a time must not peek at the words it has not written "
@@ -18,10 +20,9 @@ st.markdown(
     "the causal mask, so any difference you see comes from the mask alone."
 )
 
-text = st.session_state.get("sb_text", DEFAULT_TEXT) or ""
-pair = (st.session_state.get("sb_pair") or "").strip()
-name = st.session_state.get(MODEL_NAME, DEFAULT_MODEL)
-seed = int(st.session_state.get("sb_seed", 0))
+given = sidebar_input()
+text, pair, name = given.text, given.pair, given.encoder_name
+seed = given.source.seed if given.source.kind is Kind.SCRATCH_RANDOM else 0
 WEIGHTS = {"random": f"Random weights (seed {seed})",
            "copied": f"{name}'s pretrained weights, copied in"}
 choice = st.radio("Weights of the from-scratch encoder", list(WEIGHTS), format_func=WEIGHTS.get,
@@ -39,7 +40,7 @@ try:
     bidirectional = teach.steps(name, seed, copied, False, text, pair)
     causal = teach.steps(name, seed, copied, True, text, pair)
 except (ModelLoadError, ValueError) as error:
-    st.error(str(error))
+    st.error(plain(str(error)))
     st.stop()
 
 left, right = st.columns(2)
@@ -67,19 +68,20 @@ shown = st.radio("Steps of", ("causal", "bidirectional"), key="masks_steps_of", 
 steps = causal if shown == "causal" else bidirectional
 st.markdown(
     f"① is the mask (dark: may attend; grey: masked). ② are the raw scores QKᵀ/√d_k with "
-    f"d_k = {steps.head_size}: every query against every key, future ones included. ③ keeps the "
+    f"d_k = {steps.query.shape[-1]}: every query against every key, future ones included. ③ keeps the "
     "allowed scores and sets the masked ones to −∞; they are drawn grey because they are not a "
     "number to compare, and the colour scale covers only the allowed cells. ④ is the softmax of "
     "each row of ③: e^−∞ = 0, so masked keys get exactly zero weight."
 )
-figures = mask_steps_figures(steps.record, steps.head_scores(layer, head), steps.mask,
-                             steps.head_size, layer, head)
+figures = mask_steps_figures(steps.record, steps.scores(layer)[head], steps.allowed,
+                             steps.query.shape[-1], layer, head)
 columns = st.columns(2) + st.columns(2)
 for index, (column, figure) in enumerate(zip(columns, figures)):
     column.plotly_chart(figure, key=f"masks_step_{index}")
 st.caption(
-    f"The scores were recomputed from the hidden state layer {layer} received; the softmax of ③ "
-    f"matches the weights the encoder itself returned to within {steps.largest_difference:.1e}."
+    f"The scores are q · k of the query and key vectors layer {layer} computed in the same "
+    f"forward pass; the softmax of ③ matches the weights the encoder itself returned to within "
+    f"{steps.masked_softmax_difference(layer):.1e}."
 )
 
 st.subheader("The padding mask: two sentences in one batch")
@@ -101,7 +103,7 @@ if not first.strip() or not second.strip():
 try:
     batch = teach.batch(name, seed, copied, first, second)
 except (ModelLoadError, ValueError) as error:
-    st.error(str(error))
+    st.error(plain(str(error)))
     st.stop()
 records = batch.unmasked if forget else batch.masked
 titles = tuple(f"Sentence {i + 1}: {n} tokens + {batch.num_tokens - n} padding"

@@ -1,10 +1,13 @@
 import streamlit as st
 
-from models.pretrained import ModelLoadError
+from models.errors import ModelLoadError
 from ui import cache
 from ui.routing import through_app
-from ui.state import current_choice
+from ui.state import loaded_source, sidebar_input
+from ui.text import plain
 from viz.compare import compare_heads, difference_heatmap, ranking_measure, side_by_side
+
+SECOND_DEFAULT = "Fruit flies like a banana."  # the other half of the chapter's pair
 
 through_app()
 
@@ -14,24 +17,26 @@ st.markdown(
     "heads that attend most differently. In *time flies like an arrow* 'flies' is a verb; in "
     "*fruit flies like a banana* it is a noun: which heads notice?"
 )
-first_column, second_column = st.columns(2)
-first_text = first_column.text_input("First sentence", "time flies like an arrow",
-                                     key="compare_first")
-second_text = second_column.text_input("Second sentence", "fruit flies like a banana",
-                                       key="compare_second")
-choice = current_choice()
-merge = bool(st.session_state.get("sb_merge_words"))
-hide = bool(st.session_state.get("sb_hide_special"))
-if not first_text.strip() or not second_text.strip():
-    st.info("Type two sentences to compare.")
+given = sidebar_input()
+first_text = given.text
+second_text = given.pair or SECOND_DEFAULT
+if given.pair:
+    st.caption("First input: the sidebar's sentence. Second input: the sidebar's second "
+               "sentence, run on its own here rather than as a pair.")
+else:
+    st.caption(f"First input: the sidebar's sentence. Second input: \"{SECOND_DEFAULT}\"; type a "
+               "second sentence in the sidebar to compare with your own.")
+if not first_text.strip():
+    st.info("Type a sentence in the sidebar to compare.")
     st.stop()
 try:
+    loaded_source(given.source)
     first_view, second_view = (
-        cache.token_view(choice.kind, choice.name, choice.seed, text, "", merge, hide)
+        cache.token_view(given.source, text, "", given.merge_words, given.hide_special)
         for text in (first_text, second_text)
     )
 except (ModelLoadError, ValueError) as error:
-    st.error(str(error))
+    st.error(plain(str(error)))
     st.stop()
 for note in dict.fromkeys(first_view.notes + second_view.notes):
     st.info(note)
@@ -47,11 +52,12 @@ st.dataframe(table, key="compare_table", hide_index=True, column_config={
                                                  help="difference position by position"),
 })
 st.plotly_chart(difference_heatmap(table), key="compare_grid")
-labels = {(int(row.layer), int(row.head)):
+labels = {f"{row.layer}-{row.head}":  # "layer-head", so the choice can go into a link
           f"layer {row.layer} · head {row.head} (difference {row.difference:.3f})"
           for row in table.itertuples()}
-layer, head = st.selectbox("Head to compare (most different first)", list(labels),
-                           format_func=labels.get, key="compare_head")
+chosen = st.selectbox("Head to compare (most different first)", list(labels),
+                      format_func=labels.get, key="compare_head")
+layer, head = (int(number) for number in chosen.split("-"))
 left, right = st.columns(2)
 first_figure, second_figure = side_by_side(first_view.record, second_view.record, layer, head)
 left.plotly_chart(first_figure, key="compare_first_map")

@@ -1,10 +1,12 @@
 import streamlit as st
 
+from ui import analysis_cache
 from ui.routing import through_app
-from ui.state import current_record
+from ui.state import current_record, sidebar_input
 from viz.heatmap import attention_heatmap
-from viz.statistics import (COLUMN_HELP, LABEL_RULES, NUMERIC_COLUMNS, head_statistics,
-                            statistic_heatmap, statistics_csv)
+from viz.statistics import (COLUMN_HELP, LABEL_RULES, NORM_COLUMN_HELP, NORM_COLUMNS,
+                            NUMERIC_COLUMNS, head_statistics, statistic_heatmap, statistics_csv,
+                            with_norm_columns)
 
 through_app()
 
@@ -19,13 +21,24 @@ st.markdown(
 record = current_record()
 if record is not None:
     table = head_statistics(record)
+    given = sidebar_input()
+    columns = NUMERIC_COLUMNS
+    help_texts = dict(COLUMN_HELP)
+    if record.tokens == analysis_cache.model_tokens(given.source, given.text, given.pair):
+        norms = analysis_cache.norm_maps(given.source, given.text, given.pair)
+        table = with_norm_columns(table, record, norms)
+        columns = NUMERIC_COLUMNS + NORM_COLUMNS
+        help_texts.update(NORM_COLUMN_HELP)
+    else:
+        st.caption("The norm-based columns need the model's own tokens: switch the sidebar's "
+                   "token options off to see them.")
     st.caption(f"{record.num_layers} layers × {record.num_heads} heads · "
                f"{record.num_tokens} tokens · {record.source}. {LABEL_RULES}")
     event = st.dataframe(
         table, key="stats_table", on_select="rerun", selection_mode="single-row",
         hide_index=True, column_config={
-            name: st.column_config.NumberColumn(name, help=COLUMN_HELP[name], format="%.3f")
-            for name in NUMERIC_COLUMNS
+            name: st.column_config.NumberColumn(name, help=help_texts[name], format="%.3f")
+            for name in columns
         },
     )
     st.download_button("Download the table as CSV", statistics_csv(table), key="stats_csv",
@@ -38,7 +51,7 @@ if record is not None:
                         key="stats_head")
     else:
         st.caption("Select a row in the table to open that head here.")
-    column = st.selectbox("Colour the layer × head map by", NUMERIC_COLUMNS, key="stats_column",
+    column = st.selectbox("Colour the layer × head map by", columns, key="stats_column",
                           help="Each cell is one head; hover for its value.")
-    st.caption(COLUMN_HELP[column])
+    st.caption(help_texts[column])
     st.plotly_chart(statistic_heatmap(table, column), key="stats_grid")

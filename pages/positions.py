@@ -1,9 +1,12 @@
 import streamlit as st
 
-from models.pretrained import DEFAULT_MODEL, ModelLoadError
+from models.errors import ModelLoadError
 from ui import teaching_cache as teach
-from ui.state import MODEL_NAME
+from models.source import Kind
+from ui.state import decoder_with_progress, sidebar_input
+from ui.text import plain
 from viz.positions import similarity_heatmap, sinusoid_heatmap
+from viz.rotary import rotary_heatmap, turn_per_token_figure
 from ui.routing import through_app
 
 through_app()
@@ -38,7 +41,7 @@ st.markdown(
     "how alike they look. The learned table had no such rule built in; see how much of it the "
     "model picked up from text."
 )
-name = st.session_state.get(MODEL_NAME, DEFAULT_MODEL)
+name = sidebar_input().encoder_name
 sinusoid_column, learned_column = st.columns(2)
 sinusoid_column.plotly_chart(
     similarity_heatmap(teach.sinusoid_similarity(count, dim), f"Sinusoidal, d = {dim}"),
@@ -56,4 +59,29 @@ try:
             similarity_heatmap(teach.learned_similarity(name, shown), f"Learned by {name}"),
             key="positions_learned_similarity")
 except ModelLoadError as error:
-    learned_column.error(str(error))
+    learned_column.error(plain(str(error)))
+
+given = sidebar_input()
+if given.source.kind is Kind.DECODER:
+    st.subheader("Rotary positions: how the decoder knows where a token is")
+    st.markdown(
+        "The causal decoder in the sidebar adds **no** position vector at all. Instead, just before "
+        "q·k, it turns every pair of dimensions of q and of k by an angle that grows with the "
+        "position: p·θᵢ, with a different speed θᵢ for each pair. Turning both vectors by their "
+        "own position's angle makes q·k depend only on the **difference** of the two positions, "
+        "which is what attention needs. Fast pairs (left) tell neighbours apart, slow pairs "
+        "(right) barely move over a whole text and tell far-apart positions apart. The angles "
+        "below are read from the model's own rotary tables."
+    )
+    try:
+        decoder_with_progress(given.decoder_name)
+        angles = teach.rotary(given.decoder_name, count)
+    except ModelLoadError as error:
+        st.error(plain(str(error)))
+    else:
+        if angles is None:
+            st.info(f"{plain(given.decoder_name)} encodes positions without rotation (a learned "
+                    "table or none), so there are no rotary angles to show.")
+        else:
+            st.plotly_chart(rotary_heatmap(angles), key="positions_rotary")
+            st.plotly_chart(turn_per_token_figure(angles), key="positions_rotary_speed")

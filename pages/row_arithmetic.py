@@ -1,9 +1,8 @@
 import streamlit as st
 
-from models.arithmetic import ArithmeticUnavailable, row_arithmetic
-from ui import cache
+from models.arithmetic import row_arithmetic
 from ui.routing import through_app
-from ui.state import current_choice, current_record, index_slider
+from ui.state import current_trace, index_slider, sidebar_input
 from viz.arithmetic import output_check, row_steps_figure, row_table, vectors_figure
 
 through_app()
@@ -19,17 +18,13 @@ st.markdown(
 )
 st.latex(r"\text{weights} = \operatorname{softmax}\!\left(\frac{q\,K^\top}{\sqrt{d_k}} + \text{mask}\right),"
          r"\qquad \text{output} = \textstyle\sum_j \text{weight}_j\, v_j")
-record = current_record(apply_options=False)
-if record is not None:
-    if st.session_state.get("sb_merge_words") or st.session_state.get("sb_hide_special"):
+trace = current_trace()
+if trace is not None:
+    record = trace.record
+    given = sidebar_input()
+    if given.merge_words or given.hide_special:
         st.caption("Vectors belong to the model's own tokens, so this page shows every word "
                    "piece and special token whatever the sidebar's token options say.")
-    choice = current_choice()
-    try:
-        projections = cache.projections(*choice.key)
-    except ArithmeticUnavailable as error:
-        st.info(f"This view is not available for the current model: {error}.")
-        st.stop()
     left, middle, right = st.columns(3)
     with left:
         layer = index_slider("Layer", record.num_layers, "arith_layer")
@@ -40,9 +35,17 @@ if record is not None:
         st.session_state["arith_query"] = min(1, record.num_tokens - 1)
     query = right.selectbox("Query token", positions, key="arith_query",
                             format_func=lambda i: f"#{i} {record.tokens[i]}")
-    row = row_arithmetic(projections, layer, head, query)
+    row = row_arithmetic(trace, layer, head, query)
     st.caption(f"{record.source} · d_k = {row.query.shape[-1]} · query #{query} "
                f"'{record.tokens[query]}'")
+    if row.rotary:
+        st.info("This model encodes positions by rotating q and k (rotary position embeddings): "
+                "the vectors below are q and k after that rotation, the ones the model "
+                "multiplied, so q · k already depends on how far apart the two tokens are.")
+    if row.kv_group > 1:
+        st.info(f"Grouped-query attention: {row.kv_group} query heads share each key/value head. "
+                f"Query head {head} reads key/value head {row.kv_head} (heads "
+                f"{row.kv_head * row.kv_group}–{(row.kv_head + 1) * row.kv_group - 1} share it).")
     st.plotly_chart(row_steps_figure(row, record.tokens), key="arith_steps")
     st.subheader("The numbers")
     st.dataframe(row_table(row, record.tokens), hide_index=True, key="arith_table",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -28,8 +29,19 @@ def run_page(page: str | None = None, text: str | None = None, pair: str | None 
     if page is not None:
         at.switch_page(f"pages/{page}.py")
     at.run()
-    assert not at.exception, [e.value for e in at.exception]
+    assert_no_failure(at)
     return at
+
+
+GUARD_MESSAGE = "Something went wrong while drawing this page"
+
+
+def assert_no_failure(at: AppTest) -> None:
+    """No exception box, and no error from app.py's guard (which turns a page's exception into
+    st.error): a page that breaks after its title must fail the test."""
+    assert not at.exception, [e.value for e in at.exception]
+    guarded = [e.value for e in at.error if GUARD_MESSAGE in str(e.value)]
+    assert not guarded, guarded
 
 
 def figures(at: AppTest) -> list[dict]:
@@ -40,9 +52,14 @@ def figures(at: AppTest) -> list[dict]:
 def texts(at: AppTest) -> str:
     """All markdown, captions, info, warnings, errors and successes on the page, joined."""
     parts = []
-    for kind in ("markdown", "caption", "info", "warning", "error", "success"):
-        parts.extend(str(element.value) for element in at.get(kind))
+    for kind in ("markdown", "caption", "info", "warning", "error", "success", "text"):
+        parts.extend(shown(element.value) for element in at.get(kind))
     return "\n".join(parts)
+
+
+def shown(markdown: str) -> str:
+    """What a reader sees of Markdown whose punctuation was escaped (ui.text.plain)."""
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", str(markdown))
 
 
 def array(value) -> np.ndarray:

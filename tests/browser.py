@@ -29,7 +29,7 @@ PAGES = [
     ("head_statistics", "Head statistics"),
     ("rollout", "Attention rollout"),
     ("compare", "Compare two inputs"),
-    ("causal_masks", "Causal masks"),
+    ("causal_masks", "Causal and padding masks"),
     ("adaptive_span", "Adaptive attention span"),
     ("scaling", "Why attention is scaled"),
     ("positions", "Positions"),

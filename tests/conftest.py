@@ -24,3 +24,11 @@ def default_model() -> LoadedModel:
     the tests fail with that message rather than skip.
     """
     return load_pretrained(DEFAULT_MODEL)
+
+
+@pytest.fixture(scope="session")
+def smollm2_model() -> LoadedModel:
+    """The real SmolLM2 from its wheel (converted once into the test cache), eager attention."""
+    from models.decoder import load_decoder
+
+    return load_decoder()

@@ -9,6 +9,7 @@ import pytest
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 
 from models.pretrained import DEFAULT_MODEL
+from models.source import Kind, ModelSource
 from tests.app_support import figures, run_page, texts
 from ui import cache
 from viz.rollout import attention_rollout, head_average
@@ -20,7 +21,7 @@ LAYERS, HEADS = 6, 12
 
 
 def sidebar_record(text: str = TEXT, pair: str = ""):
-    return cache.record(cache.PRETRAINED, DEFAULT_MODEL, 0, text, pair)
+    return cache.record(ModelSource(Kind.ENCODER, DEFAULT_MODEL), text, pair)
 
 
 def z(figure: dict) -> np.ndarray:
@@ -119,7 +120,8 @@ def test_rollout_respects_merged_word_pieces():
 
 
 def test_compare_page_ranks_heads_and_shows_the_top_one_side_by_side():
-    at = run_page("compare")
+    at = run_page("compare")  # the sidebar's default sentence and the chapter's other half
+    assert 'Second input: "Fruit flies like a banana."' in texts(at)
     table = at.dataframe[0].value
     assert len(table) == LAYERS * HEADS
     assert table["rank"].tolist() == list(range(1, LAYERS * HEADS + 1))
@@ -129,23 +131,28 @@ def test_compare_page_ranks_heads_and_shows_the_top_one_side_by_side():
     layer, head = int(table["layer"].iloc[0]), int(table["head"].iloc[0])
     first = z(by_title(at, f"First input · layer {layer}, head {head}"))
     second = z(by_title(at, f"Second input · layer {layer}, head {head}"))
-    expected_first = sidebar_record("time flies like an arrow").head(layer, head)
-    expected_second = sidebar_record("fruit flies like a banana").head(layer, head)
+    expected_first = sidebar_record(TEXT).head(layer, head)
+    expected_second = sidebar_record("Fruit flies like a banana.").head(layer, head)
     np.testing.assert_allclose(first, expected_first, atol=1e-6)
     np.testing.assert_allclose(second, expected_second, atol=1e-6)
 
 
-def test_compare_page_with_different_lengths_and_a_chosen_head():
-    at = run_page("compare", state={"compare_second": "fruit flies", "compare_head": (2, 5)})
-    assert "7 and 4 tokens" in texts(at)
+def test_compare_page_uses_the_sidebars_two_sentences_and_a_chosen_head():
+    at = run_page("compare", text="Mario jumps.", pair="fruit flies",
+                  state={"compare_head": "2-5"})
+    assert "Second input: the sidebar's second sentence" in texts(at)
+    assert not [box for box in at.main.text_input]  # no sentence boxes of its own
+    assert "5 and 4 tokens" in texts(at)
     assert "aligned_jsd" not in at.dataframe[0].value.columns
-    assert z(by_title(at, "First input · layer 2, head 5")).shape == (7, 7)
-    assert z(by_title(at, "Second input · layer 2, head 5")).shape == (4, 4)
+    first = z(by_title(at, "First input · layer 2, head 5"))
+    np.testing.assert_allclose(first, sidebar_record("Mario jumps.").head(2, 5), atol=1e-6)
+    second = z(by_title(at, "Second input · layer 2, head 5"))
+    np.testing.assert_allclose(second, sidebar_record("fruit flies").head(2, 5), atol=1e-6)
 
 
 def test_compare_page_falls_back_from_a_head_that_no_longer_exists():
-    at = run_page("compare", state={"compare_head": (99, 99), "sb_hide_special": True})
+    at = run_page("compare", state={"compare_head": "99-99", "sb_hide_special": True})
     table = at.dataframe[0].value
     layer, head = int(table["layer"].iloc[0]), int(table["head"].iloc[0])
-    assert z(by_title(at, f"First input · layer {layer}, head {head}")).shape == (5, 5)
+    assert z(by_title(at, f"First input · layer {layer}, head {head}")).shape == (6, 6)
     assert "are hidden" in texts(at)

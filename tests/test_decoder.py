@@ -17,11 +17,10 @@ from tokenizers import ByteLevelBPETokenizer
 from transformers import GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
-from models import decoder
+from models import conversion
 from models.attention import causal_mask, scaled_dot_product_attention
-from models.decoder import (
-    ATTENTION_BUDGET_BYTES, DEFAULT_DECODER, MANIFEST, is_complete, load_decoder, run_decoder,
-)
+from models.conversion import MANIFEST, is_complete
+from models.decoder import ATTENTION_BUDGET_BYTES, DEFAULT_DECODER, load_decoder, run_decoder
 from models.pretrained import ModelLoadError, default_model_path
 
 SENTENCE = "Time flies like an arrow."
@@ -144,13 +143,13 @@ def test_empty_name():
 
 
 def test_package_missing(monkeypatch, tmp_path):
-    monkeypatch.setattr(decoder, "DECODER_PACKAGE", "attention-explorer-no-such-package")
+    monkeypatch.setattr(conversion, "DECODER_PACKAGE", "attention-explorer-no-such-package")
     with pytest.raises(ModelLoadError, match="install the 'attention-explorer-no-such-package'"):
         load_decoder(cache_dir=tmp_path)
 
 
 def test_gguf_missing_from_package(monkeypatch, tmp_path):
-    monkeypatch.setattr(decoder, "DECODER_GGUF", "missing.gguf")
+    monkeypatch.setattr(conversion, "DECODER_GGUF", "missing.gguf")
     with pytest.raises(ModelLoadError, match="has no missing.gguf"):
         load_decoder(cache_dir=tmp_path)
 
@@ -163,8 +162,8 @@ def test_gguf_reader_missing(monkeypatch, tmp_path):
 
 
 def test_not_enough_disk_is_checked_before_converting(monkeypatch, tmp_path):
-    monkeypatch.setattr(decoder.shutil, "disk_usage", lambda path: SimpleNamespace(free=10 * 2**20))
-    monkeypatch.setattr(decoder, "_convert_gguf", lambda *args: pytest.fail("converted anyway"))
+    monkeypatch.setattr(conversion.shutil, "disk_usage", lambda path: SimpleNamespace(free=10 * 2**20))
+    monkeypatch.setattr(conversion, "_convert_gguf", lambda *args: pytest.fail("converted anyway"))
     with pytest.raises(ModelLoadError, match="Not enough disk space .* 10 MB are free"):
         load_decoder(cache_dir=tmp_path)
     assert list(tmp_path.iterdir()) == []
@@ -175,7 +174,7 @@ def test_disk_full_while_writing_leaves_no_cache(monkeypatch, tmp_path):
         (target / "model.safetensors").write_bytes(b"half")
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(decoder, "_convert_gguf", fill_disk)
+    monkeypatch.setattr(conversion, "_convert_gguf", fill_disk)
     with pytest.raises(ModelLoadError, match="disk holding .* is full"):
         load_decoder(cache_dir=tmp_path)
     assert list(tmp_path.iterdir()) == []
@@ -185,7 +184,7 @@ def test_unwritable_cache_folder(monkeypatch, tmp_path):
     def refuse(**kwargs):
         raise PermissionError(errno.EACCES, "Permission denied")
 
-    monkeypatch.setattr(decoder.tempfile, "mkdtemp", refuse)
+    monkeypatch.setattr(conversion.tempfile, "mkdtemp", refuse)
     with pytest.raises(ModelLoadError, match="Could not write .* to a writable folder"):
         load_decoder(cache_dir=tmp_path)
 
@@ -195,7 +194,7 @@ def test_killed_conversion_leaves_no_half_cache(monkeypatch, tmp_path):
         (target / "model.safetensors").write_bytes(b"half")
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(decoder, "_convert_gguf", interrupted)
+    monkeypatch.setattr(conversion, "_convert_gguf", interrupted)
     with pytest.raises(KeyboardInterrupt):
         load_decoder(cache_dir=tmp_path)
     assert list(tmp_path.iterdir()) == []
@@ -218,7 +217,7 @@ def test_smollm2_conversion_reports_progress(smollm2):
     fractions = [f for f, _ in events]
     assert fractions[0] < 0.1 and fractions[-1] == 1.0 and fractions == sorted(fractions)
     assert len(events) >= 5 and all(message for _, message in events)
-    assert loaded.name == DEFAULT_DECODER and is_complete(decoder.converted_folder(cache_dir))
+    assert loaded.name == DEFAULT_DECODER and is_complete(conversion.converted_folder(cache_dir))
 
 
 def test_smollm2_is_30_layers_of_9_query_heads(smollm2):
@@ -300,8 +299,8 @@ def scratch_cache(tmp_path):
 @pytest.mark.parametrize("damage", ["truncated weights", "no manifest", "garbage config"])
 def test_smollm2_damaged_cache_is_detected_and_rebuilt(smollm2, monkeypatch, scratch_cache,
                                                        damage):
-    good = decoder.converted_folder(smollm2[1])
-    folder = decoder.converted_folder(scratch_cache)
+    good = conversion.converted_folder(smollm2[1])
+    folder = conversion.converted_folder(scratch_cache)
     _link_copy(good, folder)
     if damage == "truncated weights":
         (folder / "model.safetensors").unlink()
@@ -312,7 +311,7 @@ def test_smollm2_damaged_cache_is_detected_and_rebuilt(smollm2, monkeypatch, scr
         size = (folder / "config.json").stat().st_size
         (folder / "config.json").unlink()
         (folder / "config.json").write_text("x" * size)
-    assert is_complete(folder) == (damage == "garbage config")
+    assert not is_complete(folder)  # the garbage config has the right size: its checksum differs
     conversions = []
 
     def reconvert(gguf_path, target, report):  # stands in for the ~20 s dequantisation
@@ -320,7 +319,7 @@ def test_smollm2_damaged_cache_is_detected_and_rebuilt(smollm2, monkeypatch, scr
         _link_copy(good, target)
         (target / MANIFEST).unlink()
 
-    monkeypatch.setattr(decoder, "_convert_gguf", reconvert)
+    monkeypatch.setattr(conversion, "_convert_gguf", reconvert)
     loaded = load_decoder(cache_dir=scratch_cache)
     assert len(conversions) == 1 and is_complete(folder)
     assert loaded.model.config.num_hidden_layers == 30
@@ -329,12 +328,12 @@ def test_smollm2_damaged_cache_is_detected_and_rebuilt(smollm2, monkeypatch, scr
 
 
 def test_abandoned_partial_conversion_is_removed(monkeypatch, tmp_path, tiny_gpt2):
-    folder = decoder.converted_folder(tmp_path)
+    folder = conversion.converted_folder(tmp_path)
     abandoned = tmp_path / f".{folder.name}.partial-{2**22 + 1}-x"  # above Linux's pid_max
     abandoned.mkdir()
     (abandoned / "model.safetensors").write_bytes(b"half")
     # The tiny GPT-2 stands in for the converted SmolLM2: only the cache's bookkeeping is tested.
-    monkeypatch.setattr(decoder, "_convert_gguf",
+    monkeypatch.setattr(conversion, "_convert_gguf",
                         lambda gguf_path, target, report: _link_copy(tiny_gpt2[0], target))
     assert load_decoder(cache_dir=tmp_path).model_type == "gpt2"
     assert [p.name for p in tmp_path.iterdir()] == [folder.name] and is_complete(folder)

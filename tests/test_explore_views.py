@@ -5,15 +5,17 @@ import json
 import numpy as np
 import pytest
 
-from models.arithmetic import ArithmeticUnavailable, capture_projections, projections_for, row_arithmetic
-from models.pretrained import run_pretrained
+import torch
+
+from models.arithmetic import row_arithmetic
+from models.pretrained import DEFAULT_MODEL
 from models.record import AttentionRecord
-from models.scratch import random_encoder, run_encoder
+from models.scratch import random_encoder
+from models.source import Kind, LoadedSource, ModelSource, scratch_config
 from models.tokenize import encode
-from models.transfer import encoder_from_bert
+from tests.reference import reference_attentions
 from tests.app_support import array, figures, run_page, texts
-from ui.cache import scratch_config
-from viz.export import head_csv, load_npz, record_json, record_npz
+from viz.export import JSON_DECIMALS, head_csv, layer_json, load_npz, record_npz
 from viz.overview import all_heads_figure, max_pool, mosaic
 
 TEXT = "Time flies like an arrow."
@@ -50,36 +52,36 @@ def test_overview_at_512_tokens_stays_light():
     assert list(figure.layout.xaxis.ticktext) == [f"H{h}" for h in range(12)]
 
 
-@pytest.mark.parametrize("source", ["pretrained", "copied", "random"])
-def test_softmax_row_shown_is_the_records_row(default_model, source):
-    if source == "pretrained":
-        model, record = default_model.model, run_pretrained(default_model, TEXT)
-    else:
-        model = (encoder_from_bert(default_model.model) if source == "copied"
-                 else random_encoder(scratch_config(len(default_model.tokenizer)), 3))
-        record = run_encoder(model, default_model.tokenizer, TEXT, None, source)
-    projections = projections_for(model, encode(default_model.tokenizer, TEXT, None, 512))
+@pytest.mark.parametrize("kind", [Kind.ENCODER, Kind.SCRATCH_COPIED, Kind.SCRATCH_RANDOM])
+def test_softmax_row_shown_is_the_models_row(default_model, kind):
+    runner = ModelSource(kind, DEFAULT_MODEL, 3).load(pretrained=lambda name: default_model)
+    trace = runner.run(TEXT)
+    encoded = encode(default_model.tokenizer, TEXT, None, 512)
+    with torch.inference_mode():  # the model's own weights, outside any capture
+        if kind is Kind.ENCODER:
+            reference = runner.model(**encoded.model_inputs(), output_attentions=True).attentions
+        else:
+            reference = runner.model(encoded.input_ids).attentions
+    record = trace.record
     for layer, head, query in [(0, 0, 0), (record.num_layers - 1, record.num_heads - 1, 5), (1, 2, 7)]:
-        row = row_arithmetic(projections, layer, head, query)
-        np.testing.assert_allclose(row.weights, record.weights[layer, head, query], atol=1e-5)
+        row = row_arithmetic(trace, layer, head, query)
+        np.testing.assert_allclose(row.weights, reference[layer][0, head, query], atol=1e-5)
         np.testing.assert_allclose(row.scaled, row.dots / np.sqrt(row.query.shape[-1]), rtol=1e-6)
         np.testing.assert_allclose(row.output, row.model_output, atol=1e-5)
+        assert row.scale == pytest.approx(np.sqrt(row.query.shape[-1]))
 
 
 def test_causal_encoder_row_masks_future_keys(default_model):
     config = scratch_config(len(default_model.tokenizer))
     encoder = random_encoder(config.__class__(**{**config.__dict__, "causal": True}), 0)
-    record = run_encoder(encoder, default_model.tokenizer, TEXT, None, "causal")
-    row = row_arithmetic(projections_for(encoder, encode(default_model.tokenizer, TEXT, None, 512)), 1, 1, 3)
+    runner = LoadedSource(ModelSource(Kind.SCRATCH_RANDOM, DEFAULT_MODEL), encoder,
+                          default_model.tokenizer, 512, "positions")
+    trace = runner.run(TEXT)
+    row = row_arithmetic(trace, 1, 1, 3)
     assert row.allowed.tolist() == [True] * 4 + [False] * 4
     assert np.all(row.weights[4:] == 0)
-    np.testing.assert_allclose(row.weights, record.weights[1, 1, 3], atol=1e-6)
-
-
-def test_unsupported_architecture_says_so(default_model):
-    encoded = encode(default_model.tokenizer, TEXT, None, 512)
-    with pytest.raises(ArithmeticUnavailable, match="'llama' models are not supported"):
-        capture_projections(default_model.model, "llama", 12, encoded)
+    np.testing.assert_allclose(row.weights, trace.record.weights[1, 1, 3], atol=1e-6)
+    assert trace.record.masks == ("causal",)
 
 
 def test_exports_round_trip_with_tokens_and_model_name():
@@ -87,30 +89,51 @@ def test_exports_round_trip_with_tokens_and_model_name():
     restored = load_npz(record_npz(record))
     np.testing.assert_array_equal(restored.weights, record.weights)
     assert restored.tokens == record.tokens and restored.source == "synthetic"
-    payload = json.loads(record_json(record))
+    half = load_npz(record_npz(record, half_precision=True))
+    np.testing.assert_allclose(half.weights, record.weights, rtol=1e-3, atol=1e-4)
+    assert half.tokens == record.tokens
+    payload = json.loads(layer_json(record, 1))
     assert payload["tokens"] == list(record.tokens) and payload["source"] == "synthetic"
-    np.testing.assert_allclose(np.array(payload["weights"]), record.weights, atol=1e-7)
+    assert payload["layer"] == 1 and payload["decimals"] == JSON_DECIMALS
+    np.testing.assert_allclose(np.array(payload["weights"]), record.weights[1],
+                               atol=0.5 * 10**-JSON_DECIMALS + 1e-9)
+    with pytest.raises(ValueError):
+        layer_json(record, 2)
     lines = head_csv(record, 1, 2).decode().splitlines()
     assert lines[0].split(",")[1:] == ["#0 t0", "#1 t1", "#2 t2", "#3 t3"]
     np.testing.assert_allclose([float(v) for v in lines[2].split(",")[1:]],
                                record.weights[1, 2, 1], rtol=1e-5)
 
 
+def test_exports_at_512_tokens_stay_small():
+    """Every head of a 512-token MiniLM-shaped record: no export near the 400+ MB of old JSON."""
+    rng = np.random.default_rng(0)
+    scores = rng.standard_normal((6, 12, 512, 512)).astype(np.float32) * 3  # (L, H, Q, K)
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    record = AttentionRecord(tokens=tuple(f"t{i}" for i in range(512)),
+                             weights=weights / weights.sum(-1, keepdims=True), source="long")
+    full, half = len(record_npz(record)), len(record_npz(record, half_precision=True))
+    assert full < record.weights.nbytes and half < 0.6 * full
+    assert len(layer_json(record, 5)) < 30 * 2**20
+    np.testing.assert_allclose(load_npz(record_npz(record, True)).weights, record.weights,
+                               rtol=1e-3, atol=1e-6)
+
+
 def test_all_heads_page_shows_the_mosaic_and_the_exact_head(default_model):
     at = run_page("all_heads", state={"all_layer": 4, "all_head": 9})
     mosaic_figure, head_figure = figures(at)
-    expected = run_pretrained(default_model, TEXT)
+    expected = reference_attentions(default_model, TEXT)
     z = array(mosaic_figure["data"][0]["z"]).reshape(6 * 8, 12 * 8)
-    np.testing.assert_array_equal(z[32:40, 72:80], np.rint(expected.weights[4, 9] * 100))
-    np.testing.assert_allclose(array(head_figure["data"][0]["z"]), expected.weights[4, 9], atol=1e-6)
-    assert [b.label for b in at.get("download_button")] == ["Head as CSV", "All heads as NPZ",
-                                                             "All heads as JSON"]
+    np.testing.assert_array_equal(z[32:40, 72:80], np.rint(expected[4, 9] * 100))
+    np.testing.assert_allclose(array(head_figure["data"][0]["z"]), expected[4, 9], atol=1e-6)
+    assert [b.label for b in at.get("download_button")] == ["Head as CSV", "Layer as JSON",
+                                                             "All heads as NPZ"]
 
 
 def test_arithmetic_page_shows_the_models_row(default_model):
     at = run_page("row_arithmetic", state={"arith_layer": 2, "arith_head": 5, "arith_query": 3})
     steps = figures(at)[0]
-    expected = run_pretrained(default_model, TEXT).weights[2, 5, 3]
+    expected = reference_attentions(default_model, TEXT)[2, 5, 3]
     np.testing.assert_allclose(array(steps["data"][2]["y"]), expected, atol=1e-5)
     table = at.dataframe[0].value
     np.testing.assert_allclose(table["softmax weight"].to_numpy(), expected, atol=1e-5)

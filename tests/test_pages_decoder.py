@@ -2,9 +2,10 @@
 
 import numpy as np
 import pytest
+import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from tests.app_support import array, figures, run_page, texts
+from tests.app_support import array, figures, run_page, shown, texts
 
 DECODER = {"sb_kind": "decoder"}
 
@@ -31,10 +32,24 @@ def test_decoder_maps_are_causal_in_every_head():
 def test_every_view_takes_the_decoder(page):
     at = run_page(page, state=DECODER)
     assert not at.error
-    if page == "row_arithmetic":
-        assert "not available for the current model" in at.info[0].value
-    else:
-        assert figures(at) or at.get("iframe") or at.dataframe
+    assert figures(at) or at.get("iframe") or at.dataframe
+
+
+def test_row_arithmetic_reads_the_decoders_rotated_vectors(smollm2_model):
+    """Rotary positions and grouped-query attention: the page's softmax row is the model's own
+    (a plain forward outside the app's capture), and its weighted sum of values is the head's
+    output."""
+    at = run_page("row_arithmetic", state={**DECODER, "arith_layer": 7, "arith_head": 4,
+                                           "arith_query": 5})
+    encoded = smollm2_model.tokenizer("Time flies like an arrow.", return_tensors="pt")
+    with torch.inference_mode():
+        expected = smollm2_model.model(**encoded, output_attentions=True,
+                                       use_cache=False).attentions[7][0, 4, 5].numpy()
+    np.testing.assert_allclose(array(figures(at)[0]["data"][2]["y"]), expected, atol=1e-5)
+    shown_text = texts(at)
+    assert "rotary position embeddings" in shown_text and "after that rotation" in shown_text
+    assert "Query head 4 reads key/value head 1" in shown_text  # 9 query heads, 3 kv heads
+    assert "matches the model's own output" in shown_text
 
 
 def test_another_causal_lm_loads_through_the_same_box(tmp_path, default_model):
@@ -45,7 +60,7 @@ def test_another_causal_lm_loads_through_the_same_box(tmp_path, default_model):
     at.sidebar.text_input(key="sb_model_input").set_value(str(tmp_path))
     at.sidebar.button(key="sb_model_load").click()
     at.run()
-    assert f"Loaded '{tmp_path}'" in at.sidebar.success[0].value
+    assert f"Loaded '{tmp_path}'" in shown(at.sidebar.success[0].value)
     assert at.sidebar.radio(key="sb_kind").value == "decoder"
     heatmap, grid = figures(at)
     assert len(grid["data"]) == 2

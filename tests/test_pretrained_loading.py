@@ -67,3 +67,45 @@ def test_folder_without_config_is_refused(tmp_path):
     (tmp_path / "model.safetensors").write_bytes(b"")
     with pytest.raises(ModelLoadError, match="no config.json"):
         load_pretrained(str(tmp_path))
+
+
+# Issue 9's small ones: an mpnet position table (its padding row is zero) and the bertviz choice.
+
+def test_mpnet_positions_skip_the_padding_row_and_zero_rows_are_blank(tmp_path, default_model):
+    from transformers import MPNetConfig, MPNetModel
+
+    from models.positions import cosine_similarity, learned_position_count, learned_positions
+    from viz.positions import similarity_heatmap
+
+    config = MPNetConfig(vocab_size=len(default_model.tokenizer), hidden_size=32,
+                         num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+                         max_position_embeddings=40, pad_token_id=1)
+    torch.manual_seed(0)
+    MPNetModel(config).save_pretrained(tmp_path, safe_serialization=True)
+    default_model.tokenizer.save_pretrained(tmp_path)
+    model = load_pretrained(str(tmp_path)).model
+    table = model.embeddings.position_embeddings.weight.detach().numpy()
+    assert not table[1].any() and table[0].any()  # the padding row is zero
+    assert learned_position_count(model) == 38  # positions start after the padding index
+    np.testing.assert_array_equal(learned_positions(model, 10), table[2:12])
+    similarity = cosine_similarity(table[:6])  # the raw table, zero row included
+    assert np.isnan(similarity[1]).all() and np.isnan(similarity[:, 1]).all()
+    unit = table[[0, 2]] / np.linalg.norm(table[[0, 2]], axis=1, keepdims=True)
+    assert similarity[0, 2] == pytest.approx(float(unit[0] @ unit[1]), abs=1e-6)
+    figure = similarity_heatmap(similarity, "Learned")
+    assert "blank: position 1" in figure.layout.title.text
+
+
+def test_an_empty_sentence_keeps_the_bertviz_view_choice():
+    from tests.app_support import run_page
+    from viz.bertviz_views import MODEL_VIEW
+
+    at = run_page("bertviz_views", text="Time flies.")
+    at.radio(key="bertviz_view").set_value(MODEL_VIEW).run()
+    assert at.radio(key="bertviz_view").value == MODEL_VIEW and not at.error
+    at.session_state["sb_text"] = ""
+    at.run()
+    assert not at.get("radio") or all(r.key != "bertviz_view" for r in at.get("radio"))
+    at.session_state["sb_text"] = "Time flies again."
+    at.run()
+    assert at.radio(key="bertviz_view").value == MODEL_VIEW and not at.error

@@ -10,13 +10,13 @@ import torch
 from torch import nn
 
 from models.config import EncoderConfig
-from models.inspect import InspectionMismatch, inspect_layer, mask_steps
 from models.masks import padded_batch, with_mask_style
 from models.positions import (cosine_similarity, learned_position_count, learned_positions,
                               sinusoidal_encoding)
 from models.scaling import (dot_product_experiment, entropy_bits, entropy_curve, softmax,
                             softmax_row)
 from models.scratch import random_encoder
+from models.source import Kind, LoadedSource, ModelSource
 
 TEXT = "The quick brown fox jumps over the lazy dog."
 
@@ -44,42 +44,45 @@ def numpy_softmax_allowed(scores: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return exp / exp.sum(-1, keepdims=True)
 
 
+def trace_of(encoder, tokenizer, text: str = TEXT):
+    """The app's one run path (capture, trace) on a from-scratch encoder."""
+    source = ModelSource(Kind.SCRATCH_RANDOM, "test")
+    return LoadedSource(source, encoder, tokenizer, 512, "positions").run(text)
+
+
 @pytest.mark.parametrize("norm_style", ["pre", "post"])
 @pytest.mark.parametrize("causal", [False, True])
-def test_inspected_scores_give_the_encoders_weights(tokenizer, norm_style, causal):
+def test_traced_scores_give_the_encoders_weights(tokenizer, norm_style, causal):
     encoder = with_mask_style(small_encoder(len(tokenizer), norm_style), causal)
-    steps = mask_steps(encoder, tokenizer, TEXT, None, "test")
-    assert steps.largest_difference < 1e-6
-    assert steps.scores.shape == steps.record.weights.shape
-    assert steps.head_size == 8
-    expected = numpy_softmax_allowed(steps.scores.astype(np.float64), steps.mask)
-    np.testing.assert_allclose(steps.record.weights, expected, atol=1e-5)
-
-
-def test_inspection_refuses_an_output_from_another_model(tokenizer, encoder):
-    other = small_encoder(len(tokenizer), seed=1)
+    trace = trace_of(encoder, tokenizer)
     ids = torch.tensor([tokenizer(TEXT)["input_ids"]])
     with torch.inference_mode():
-        output = other(ids)
-    with pytest.raises(InspectionMismatch):
-        inspect_layer(encoder, output, 1)
-    with pytest.raises(ValueError):
-        inspect_layer(encoder, output, 3)
+        reference = encoder(ids).attentions  # the encoder's own weights, no capture running
+    for layer in range(3):
+        scores = trace.scores(layer)
+        assert scores.shape == trace.record.weights.shape[1:]
+        assert trace.masked_softmax_difference(layer) < 1e-6
+        expected = numpy_softmax_allowed(scores.astype(np.float64), trace.allowed)
+        np.testing.assert_allclose(trace.record.weights[layer], expected, atol=1e-5)
+        np.testing.assert_array_equal(trace.record.weights[layer], reference[layer][0].numpy())
+    assert trace.query.shape[-1] == 8
 
 
-def test_pre_norm_inspection_uses_the_layers_norm(tokenizer, encoder):
-    """Layer 1's input is a residual sum, not normalised: skipping attention_norm would give
-    other scores, and the recomputed weights would no longer match the encoder's."""
+def test_pre_norm_trace_reads_the_normalised_input(tokenizer, encoder):
+    """Layer 1's input is a residual sum, not normalised: the captured queries are those of the
+    normalised input, as the layer computes them, and differ from the unnormalised ones."""
     ids = torch.tensor([tokenizer(TEXT)["input_ids"]])
     with torch.inference_mode():
         output = encoder(ids)
-        query, key, _ = encoder.layers[1].attention.project(output.hidden_states[1])
-        unnormed = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))  # (B, H, Q, K)
-    inside = inspect_layer(encoder, output, 1)
-    assert inside.scores.shape == (1, 4, ids.size(1), ids.size(1))
-    assert inside.mask.shape == (1, 1, ids.size(1), ids.size(1)) and inside.mask.all()
-    assert inside.largest_difference < 1e-6
-    assert (inside.scores - unnormed).abs().max() > 1e-2
+        block = encoder.layers[1]
+        query, key, _ = block.attention.project(block.attention_norm(output.hidden_states[1]))
+        unnormed, _, _ = block.attention.project(output.hidden_states[1])
+    trace = trace_of(encoder, tokenizer)
+    np.testing.assert_allclose(trace.query[1], query[0].numpy(), atol=1e-6)
+    np.testing.assert_allclose(trace.key[1], key[0].numpy(), atol=1e-6)
+    assert np.abs(trace.query[1] - unnormed[0].numpy()).max() > 1e-2
+    np.testing.assert_allclose(trace.scores(1), (query @ key.transpose(-2, -1))[0].numpy()
+                               / math.sqrt(query.size(-1)), atol=1e-5)
 
 
 def test_causal_twin_shares_weights_and_zeroes_the_future(tokenizer, encoder):
@@ -87,18 +90,18 @@ def test_causal_twin_shares_weights_and_zeroes_the_future(tokenizer, encoder):
     assert twin.config.causal and not encoder.config.causal
     for name, tensor in encoder.state_dict().items():
         assert torch.equal(tensor, twin.state_dict()[name]), name
-    bidirectional = mask_steps(encoder, tokenizer, TEXT, None, "bi")
-    causal = mask_steps(twin, tokenizer, TEXT, None, "causal")
+    bidirectional = trace_of(encoder, tokenizer)
+    causal = trace_of(twin, tokenizer)
     count = causal.record.num_tokens
     above = np.triu(np.ones((count, count), dtype=bool), k=1)
-    assert np.array_equal(causal.mask, ~above)
+    assert np.array_equal(causal.allowed, ~above)
     assert np.all(causal.record.weights[..., above] == 0.0)
     assert np.all(bidirectional.record.weights[..., above] > 0.0)
     np.testing.assert_allclose(causal.record.weights.sum(-1), 1.0, atol=1e-5)
     assert np.all(causal.record.weights[:, :, 0, 0] == 1.0)
     # Layer 0 sees the same embeddings, so its raw scores agree; later layers do not.
-    np.testing.assert_allclose(causal.scores[0], bidirectional.scores[0], atol=1e-6)
-    assert np.abs(causal.scores[-1] - bidirectional.scores[-1]).max() > 1e-3
+    np.testing.assert_allclose(causal.scores(0), bidirectional.scores(0), atol=1e-6)
+    assert np.abs(causal.scores(2) - bidirectional.scores(2)).max() > 1e-3
     assert causal.record.masks == ("causal",) and bidirectional.record.masks == ()
 
 

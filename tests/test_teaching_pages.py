@@ -22,6 +22,7 @@ def above_diagonal(count: int) -> np.ndarray:
 
 def test_causal_page_shows_each_step_of_the_mask():
     at = run_page("causal_masks", text=TEXT)
+    assert at.title[0].value == "Causal and padding masks"  # as the menu calls it
     figs = figures(at)
     assert len(figs) == 6
     side, mask, raw, masked, softmax, padding = figs

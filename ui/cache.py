@@ -1,120 +1,155 @@
-"""Models load once per server process; records are computed once per (text, model).
+"""Thin cached wrappers around models.source: models load once per server, traces once per input.
 
-Records are immutable (frozen dataclass, read-only array), so they are kept with
-`st.cache_resource` and handed out without the copy `st.cache_data` makes on every read;
-the entry count bounds the memory they take.
+Loaded models are kept in bounded registries (models/loaded_models.py) keyed by what a model is.
+Traces (and the token-option views derived from
+them) are immutable and kept in one byte-bounded cache shared by every session
+(`models.limits.TRACE_CACHE_BYTES`): a decoder trace at its limit is ~200 MB while an encoder
+trace of a sentence is a few hundred KB, so a count of entries would bound nothing.
 """
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import streamlit as st
 
-from models.arithmetic import Projections, projections_for
-from models.config import EncoderConfig
-from models.decoder import load_decoder, run_decoder
-from models.encoder import Encoder
-from models.pretrained import LoadedModel, load_pretrained, run_pretrained
+from models.byte_cache import ByteBudgetCache
+from models.decoder import DEFAULT_DECODER, load_decoder
+from models.limits import LOADED_MODELS, SCRATCH_ENCODERS, TRACE_CACHE_BYTES
+from models.loaded_models import LoadedModels
+from models.pretrained import DEFAULT_MODEL, LoadedModel, load_pretrained, model_identity
 from models.record import AttentionRecord
-from models.scratch import random_encoder, run_encoder
-from models.tokenize import encode
-from models.transfer import encoder_from_bert
+from models.source import Kind, LoadedSource, ModelSource
+from models.trace import Trace
 from viz.bertviz_views import view_html
 from viz.tokens import TokenView, apply_token_options
 
-MAX_RECORDS = 48
-RECORD_TTL_SECONDS = 3600
 
-PRETRAINED = "pretrained"
-DECODER = "decoder"
-SCRATCH_RANDOM = "scratch-random"
-SCRATCH_COPIED = "scratch-copied"
-
-
-def scratch_config(vocab_size: int) -> EncoderConfig:
-    """The small from-scratch encoder used with random weights (textbook-sized)."""
-    return EncoderConfig(vocab_size=vocab_size, hidden_size=128, num_heads=4, num_layers=4,
-                         intermediate_size=512, norm_style="pre")
+@st.cache_resource
+def _models() -> LoadedModels:
+    """The Hugging Face models loaded on this server, keyed by what they are (however a name is
+    spelled): the embedded defaults pinned, at most LOADED_MODELS others, least recent out."""
+    return LoadedModels(LOADED_MODELS)
 
 
-@st.cache_resource(show_spinner="Loading the model (once per server)…")
+@st.cache_resource
+def _scratch_encoders() -> LoadedModels:
+    """From-scratch encoders (one per seed typed, or with weights copied in), bounded."""
+    return LoadedModels(SCRATCH_ENCODERS)
+
+
+def _embedded(name: str) -> bool:
+    return name.strip() in (DEFAULT_MODEL, DEFAULT_DECODER)
+
+
+def _kept(registry: LoadedModels, key: str, load, message: str, pinned: bool = False):
+    """The registry's value for `key`; a spinner with `message` only while it loads."""
+    if key in registry:
+        return registry.get(key, load, pinned)
+    with st.spinner(message):
+        return registry.get(key, load, pinned)
+
+
 def pretrained(name: str) -> LoadedModel:
-    return load_pretrained(name)
+    return _kept(_models(), f"encoder|{model_identity(name)}", lambda: load_pretrained(name),
+                 "Loading the model (once per server)…", _embedded(name))
 
 
-@st.cache_resource(show_spinner="Loading the decoder (once per server)…")
 def decoder(name: str) -> LoadedModel:
     """A causal decoder. The embedded SmolLM2 must first be converted (ui.state does that,
     showing progress); the load here then reads the converted copy."""
-    return load_decoder(name)
+    return _kept(_models(), f"decoder|{model_identity(name)}", lambda: load_decoder(name),
+                 "Loading the decoder (once per server)…", _embedded(name))
 
 
-@st.cache_resource(show_spinner="Copying the pretrained weights into the from-scratch encoder…")
-def copied_encoder(name: str) -> Encoder:
-    return encoder_from_bert(pretrained(name).model)
+def loaded(source: ModelSource) -> LoadedSource:
+    """The runnable model for a choice. A pretrained kind wraps the kept Hugging Face model (no
+    copy, so dropping it from the registry frees it); from-scratch encoders are kept apart."""
+    if source.kind in (Kind.ENCODER, Kind.DECODER):
+        return source.load(pretrained=pretrained, decoder=decoder)
+    key = f"{source.kind.value}|{model_identity(source.name)}|{source.seed}"
+    return _kept(_scratch_encoders(), key, lambda: source.load(pretrained=pretrained),
+                 "Preparing the from-scratch encoder…")
 
 
-@st.cache_resource(show_spinner="Building the from-scratch encoder…")
-def seeded_encoder(name: str, seed: int) -> Encoder:
-    return random_encoder(scratch_config(len(pretrained(name).tokenizer)), seed)
+def variant(source: ModelSource, name: str, build) -> LoadedSource:
+    """A from-scratch model derived from `source` (e.g. its causal twin), kept in the same
+    bounded registry as the from-scratch encoders."""
+    key = f"{source.kind.value}|{model_identity(source.name)}|{source.seed}|{name}"
+    return _kept(_scratch_encoders(), key, build, f"Building the {name} variant (same weights)…")
 
 
-def source_label(kind: str, name: str, seed: int) -> str:
-    if kind == SCRATCH_RANDOM:
-        return f"from-scratch encoder, random weights (seed {seed})"
-    if kind == SCRATCH_COPIED:
-        return f"from-scratch encoder with {name}'s weights"
-    return name
+def kept_models_notice() -> str:
+    return _models().notice()
 
 
-@st.cache_resource(max_entries=MAX_RECORDS, ttl=RECORD_TTL_SECONDS, show_spinner="Running the model…")
-def record(kind: str, name: str, seed: int, text: str, pair: str) -> AttentionRecord:
-    """`name` is the decoder's name for DECODER, else the pretrained encoder's."""
-    if kind == DECODER:
-        return run_decoder(decoder(name), text, pair or None)
-    loaded = pretrained(name)
-    label = source_label(kind, name, seed)
-    if kind == PRETRAINED:
-        return run_pretrained(loaded, text, pair or None)
-    return run_encoder(model_for(kind, name, seed), loaded.tokenizer, text, pair or None, label)
+def model_and_tokenizer(source: ModelSource) -> tuple[object, object, int]:
+    """The torch module, tokenizer and token limit behind a model choice."""
+    runner = loaded(source)
+    return runner.model, runner.tokenizer, runner.max_tokens
 
 
-def model_for(kind: str, name: str, seed: int):
-    """The torch module behind a model choice."""
-    if kind == DECODER:
-        return decoder(name).model
-    if kind == SCRATCH_COPIED:
-        return copied_encoder(name)
-    if kind == SCRATCH_RANDOM:
-        return seeded_encoder(name, seed)
-    return pretrained(name).model
+@st.cache_resource
+def _traces() -> ByteBudgetCache:
+    """The one store of computed traces and token views for the whole server."""
+    return ByteBudgetCache(TRACE_CACHE_BYTES)
 
 
-@st.cache_resource(max_entries=16, ttl=RECORD_TTL_SECONDS,
-                   show_spinner="Reading the model's query, key and value vectors…")
-def projections(kind: str, name: str, seed: int, text: str, pair: str) -> Projections:
-    loaded = decoder(name) if kind == DECODER else pretrained(name)
-    model = model_for(kind, name, seed)
-    limit = loaded.max_tokens if kind in (PRETRAINED, DECODER) else model.config.max_positions
-    return projections_for(model, encode(loaded.tokenizer, text, pair or None, limit))
+def trace(source: ModelSource, text: str, pair: str) -> Trace:
+    """The trace of one forward pass of `source` on the input, computed once per server."""
+    return cached_trace(loaded(source), text, pair)
 
 
-@st.cache_resource(max_entries=MAX_RECORDS, ttl=RECORD_TTL_SECONDS, show_spinner=False)
-def token_view(kind: str, name: str, seed: int, text: str, pair: str,
-               merge_words: bool, hide_special: bool) -> TokenView:
+def cached_trace(runner: LoadedSource, text: str, pair: str) -> Trace:
+    """The trace of `runner` on the input, computed once per server (keyed by source and label:
+    a causal twin of the from-scratch encoder shares its source but not its label)."""
+    with st.spinner("Running the model…"):
+        return _traces().get(("trace", runner.source, runner.label, text, pair),
+                             lambda: runner.run(text, pair or None))
+
+
+def record(source: ModelSource, text: str, pair: str) -> AttentionRecord:
+    return trace(source, text, pair).record
+
+
+def token_view(source: ModelSource, text: str, pair: str, merge_words: bool,
+               hide_special: bool) -> TokenView:
     """The record after the sidebar's token options, computed once per input and options."""
-    return apply_token_options(record(kind, name, seed, text, pair), merge_words, hide_special)
+    base = record(source, text, pair)
+
+    def compute() -> _Sized:
+        view = apply_token_options(base, merge_words, hide_special)
+        return _Sized(view, view.record.weights.nbytes)
+
+    return _traces().get(("view", source, text, pair, merge_words, hide_special), compute).value
 
 
-@st.cache_resource(max_entries=MAX_RECORDS, ttl=RECORD_TTL_SECONDS, show_spinner=False)
+class _Sized:
+    """A value with its size in bytes, for the byte-bounded store."""
+
+    def __init__(self, value, nbytes: int):
+        self.value = value
+        self.nbytes = nbytes + 4096
+
+
 def copied_difference(name: str, text: str, pair: str) -> float:
     """Largest |attention difference| between the copied-weights encoder and the model itself."""
-    ours = record(SCRATCH_COPIED, name, 0, text, pair)
-    reference = record(PRETRAINED, name, 0, text, pair)
+    ours = record(ModelSource(Kind.SCRATCH_COPIED, name), text, pair)
+    reference = record(ModelSource(Kind.ENCODER, name), text, pair)
     return float(np.abs(ours.weights - reference.weights).max())
 
 
-@st.cache_data(max_entries=4, show_spinner="Building bertviz's view…")
 def bertviz_html(record: AttentionRecord, view: str) -> str:
-    """The same HTML for the same input, so the frame is not rebuilt and redrawn on every rerun."""
-    return view_html(record, view)
+    """The same HTML for the same input, so the frame is not rebuilt and redrawn on every rerun.
+
+    Keyed by the record's content (a digest of its weights), kept in the byte-bounded store."""
+    digest = hashlib.blake2b(record.weights.tobytes(), digest_size=16).hexdigest()
+    key = ("bertviz", view, record.source, record.tokens, record.masks, digest)
+
+    def compute() -> _Sized:
+        html = view_html(record, view)
+        return _Sized(html, len(html))
+
+    with st.spinner("Building bertviz's view…"):
+        return _traces().get(key, compute).value

@@ -1,38 +1,41 @@
-"""The sidebar shared by every page, and the current record it selects."""
+"""The sidebar shared by every page, the one input object it yields, and the current trace."""
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
 
 import streamlit as st
 
-from models.decoder import DEFAULT_DECODER, prepare_default_decoder
-from models.pretrained import DEFAULT_MODEL, ModelLoadError, UnsupportedModelType
+from models.conversion import prepare_default_decoder
+from models.decoder import DEFAULT_DECODER
+from models.errors import ModelLoadError, UnsupportedModelType
+from models.limits import MAX_TEXT_CHARS
+from models.pretrained import DEFAULT_MODEL, LoadedModel
 from models.record import AttentionRecord
+from models.source import Kind, LoadedSource, ModelSource
+from models.trace import Trace
 from ui import cache
+from ui.text import plain
 
 DEFAULT_TEXT = "Time flies like an arrow."
 MODEL_NAME = "model_name"  # session key: the pretrained encoder in use
 DECODER_NAME = "decoder_name"  # session key: the pretrained causal decoder in use
 LOAD_MESSAGE = "model_load_message"
-
-KIND_LABELS = {
-    cache.PRETRAINED: "Pretrained encoder (BERT-like)",
-    cache.DECODER: "Pretrained causal decoder",
-    cache.SCRATCH_RANDOM: "From-scratch encoder, random weights",
-    cache.SCRATCH_COPIED: "From-scratch encoder, pretrained weights copied in",
-}
+LOADED_NAMES = "loaded_model_names"  # session key: the names this session loaded with the sidebar
+CORRECTED = "corrected_keys"  # session key: index pickers that moved an impossible value this run
 
 def _load_other_model() -> None:
     """Button callback: switch models only when the new one loads (an encoder, else a decoder)."""
     name = st.session_state.get("sb_model_input", "").strip()
     try:
         cache.pretrained(name)
-        slot, kind = MODEL_NAME, cache.PRETRAINED
+        slot, kind = MODEL_NAME, Kind.ENCODER
     except UnsupportedModelType:
         try:
             cache.decoder(name)
-            slot, kind = DECODER_NAME, cache.DECODER
+            slot, kind = DECODER_NAME, Kind.DECODER
         except ModelLoadError as error:
             st.session_state[LOAD_MESSAGE] = ("error", str(error))
             return
@@ -40,31 +43,37 @@ def _load_other_model() -> None:
         st.session_state[LOAD_MESSAGE] = ("error", str(error))
         return
     st.session_state[slot] = name
-    st.session_state["sb_kind"] = kind
+    st.session_state["sb_kind"] = kind.value
+    st.session_state.setdefault(LOADED_NAMES, set()).add(name)
     st.session_state[LOAD_MESSAGE] = ("success", f"Loaded '{name}'.")
 
 
-def _model_caption(kind: str) -> str:
-    if kind == cache.DECODER:
-        return f"Decoder: **{st.session_state[DECODER_NAME]}**"
-    if kind == cache.SCRATCH_RANDOM:
-        return f"Tokenizer from **{st.session_state[MODEL_NAME]}**"
-    return f"Pretrained model: **{st.session_state[MODEL_NAME]}**"
+def _model_caption(kind: Kind) -> str:
+    if kind is Kind.DECODER:
+        return f"Decoder: {st.session_state[DECODER_NAME]}"
+    if kind is Kind.SCRATCH_RANDOM:
+        return f"Tokenizer from {st.session_state[MODEL_NAME]}"
+    return f"Pretrained model: {st.session_state[MODEL_NAME]}"
 
 
 def sidebar() -> None:
     """Render the shared inputs. Values persist across pages because app.py renders them."""
     st.session_state.setdefault(MODEL_NAME, DEFAULT_MODEL)
     st.session_state.setdefault(DECODER_NAME, DEFAULT_DECODER)
+    # Defaults live in the session, not in the widgets, so that a link may set them first.
+    st.session_state.setdefault("sb_text", DEFAULT_TEXT)
+    st.session_state.setdefault("sb_seed", 0)
     with st.sidebar:
-        st.text_area("Sentence", value=DEFAULT_TEXT, key="sb_text", height=90,
+        st.text_area("Sentence", key="sb_text", height=90,
+                     max_chars=MAX_TEXT_CHARS,
                      help="Any text; longer than the model's limit is truncated with a notice.")
         st.text_input("Second sentence (optional, makes a pair)", key="sb_pair",
                       placeholder="e.g. Fruit flies like a banana.")
-        st.radio("Model", list(KIND_LABELS), format_func=KIND_LABELS.get, key="sb_kind")
-        if st.session_state.sb_kind == cache.SCRATCH_RANDOM:
-            st.number_input("Seed", min_value=0, max_value=2**31 - 1, value=0, step=1, key="sb_seed")
-        st.caption(_model_caption(st.session_state.sb_kind))
+        st.radio("Model", [kind.value for kind in Kind], format_func=lambda v: Kind(v).title,
+                 key="sb_kind")
+        if st.session_state.sb_kind == Kind.SCRATCH_RANDOM.value:
+            st.number_input("Seed", min_value=0, max_value=2**31 - 1, step=1, key="sb_seed")
+        st.text(_model_caption(Kind(st.session_state.sb_kind)))
         st.toggle("Merge word pieces into words", key="sb_merge_words",
                   help="A word's row is the mean of its pieces' rows; its column the sum of "
                        "its pieces' columns, so rows still add up to 1.")
@@ -77,34 +86,81 @@ def sidebar() -> None:
             st.caption("Only .safetensors weights are read and no remote code runs.")
             message = st.session_state.get(LOAD_MESSAGE)
             if message:
-                (st.error if message[0] == "error" else st.success)(message[1])
+                (st.error if message[0] == "error" else st.success)(plain(message[1]))
 
 
 @dataclass(frozen=True)
-class Choice:
-    """What the sidebar asks for: which model, and which text."""
+class SidebarInput:
+    """What the sidebar asks for: the text, the model, and the token options."""
 
-    kind: str
-    name: str
-    seed: int
     text: str
     pair: str
+    source: ModelSource
+    encoder_name: str
+    decoder_name: str
+    merge_words: bool
+    hide_special: bool
 
-    @property
-    def key(self) -> tuple[str, str, int, str, str]:
-        return (self.kind, self.name, self.seed, self.text, self.pair)
+
+def _capped(text: str) -> str:
+    """At most MAX_TEXT_CHARS characters, cut before any tokenizer sees the text."""
+    return text[:MAX_TEXT_CHARS]
 
 
-def current_choice() -> Choice:
-    kind = st.session_state.get("sb_kind", cache.PRETRAINED)
-    return Choice(
-        kind=kind,
-        name=(st.session_state.get(DECODER_NAME, DEFAULT_DECODER) if kind == cache.DECODER
-              else st.session_state.get(MODEL_NAME, DEFAULT_MODEL)),
-        seed=int(st.session_state.get("sb_seed", 0)) if kind == cache.SCRATCH_RANDOM else 0,
-        text=st.session_state.get("sb_text", DEFAULT_TEXT) or "",
-        pair=(st.session_state.get("sb_pair") or "").strip(),
+def sidebar_input() -> SidebarInput:
+    state = st.session_state
+    encoder_name = state.get(MODEL_NAME, DEFAULT_MODEL)
+    decoder_name = state.get(DECODER_NAME, DEFAULT_DECODER)
+    kind = Kind(state.get("sb_kind", Kind.ENCODER.value))
+    return SidebarInput(
+        text=_capped(state.get("sb_text", DEFAULT_TEXT) or ""),
+        pair=_capped((state.get("sb_pair") or "").strip()),
+        source=ModelSource(kind, decoder_name if kind is Kind.DECODER else encoder_name,
+                           int(state.get("sb_seed", 0))),
+        encoder_name=encoder_name,
+        decoder_name=decoder_name,
+        merge_words=bool(state.get("sb_merge_words")),
+        hide_special=bool(state.get("sb_hide_special")),
     )
+
+
+def use_decoder() -> None:
+    """Button callback: switch the sidebar's model to the causal decoder."""
+    st.session_state["sb_kind"] = Kind.DECODER.value
+
+
+def loaded_source(source: ModelSource) -> LoadedSource:
+    """The loaded model for `source`, converting the embedded decoder first with progress."""
+    if source.kind is Kind.DECODER:
+        decoder_with_progress(source.name)
+    return cache.loaded(source)
+
+
+def current_trace() -> Trace | None:
+    """The trace for the sidebar's input, or None after telling the user why there is none."""
+    given = sidebar_input()
+    if not given.text.strip():
+        st.info("Type a sentence in the sidebar to see its attention.")
+        return None
+    try:
+        runner = loaded_source(given.source)
+        result = cache.trace(given.source, given.text, given.pair)
+    except (ModelLoadError, ValueError) as error:
+        st.error(plain(str(error)))
+        return None
+    if len(st.session_state.get("sb_text") or "") > MAX_TEXT_CHARS:
+        st.warning(f"Only the first {MAX_TEXT_CHARS:,} characters of the text are used.")
+    if result.record.dropped_tokens:
+        st.warning(runner.limit_notice(result.record.dropped_tokens))
+    if given.source.kind is Kind.SCRATCH_COPIED:
+        difference = cache.copied_difference(given.source.name, given.text, given.pair)
+        st.success(
+            f"With the weights copied in, the from-scratch encoder reproduces "
+            f"{given.source.name}: the largest difference from its attention, over all "
+            f"{result.record.num_layers} × {result.record.num_heads} heads of this input, is "
+            f"{difference:.1e}."
+        )
+    return result
 
 
 def current_record(apply_options: bool = True) -> AttentionRecord | None:
@@ -113,62 +169,44 @@ def current_record(apply_options: bool = True) -> AttentionRecord | None:
     With `apply_options`, the sidebar's token options (merge word pieces, hide special tokens)
     are applied; views whose numbers only exist per model token pass False.
     """
-    choice = current_choice()
-    kind, name, seed, text, pair = choice.key
-    if not text.strip():
-        st.info("Type a sentence in the sidebar to see its attention.")
+    result = current_trace()
+    if result is None:
         return None
-    if kind == cache.SCRATCH_COPIED and cache.pretrained(name).model_type != "bert":
-        st.warning(f"Weights can be copied only from a BERT model; '{name}' is not one.")
-        return None
-    try:
-        if kind == cache.DECODER:
-            _load_decoder_with_progress(name)
-        result = cache.record(kind, name, seed, text, pair)
-    except (ModelLoadError, ValueError) as error:
-        st.error(str(error))
-        return None
-    if result.dropped_tokens:
-        st.warning(
-            f"The input is longer than the model's limit of {result.num_tokens} tokens: "
-            f"the last {result.dropped_tokens} tokens were dropped."
-        )
-    if kind == cache.SCRATCH_COPIED:
-        difference = cache.copied_difference(name, text, pair)
-        st.success(
-            f"With the weights copied in, the from-scratch encoder reproduces {name}: the largest "
-            f"difference from its attention, over all {result.num_layers} × {result.num_heads} "
-            f"heads of this input, is {difference:.1e}."
-        )
-    if not apply_options:
-        return result
-    merge = bool(st.session_state.get("sb_merge_words"))
-    hide = bool(st.session_state.get("sb_hide_special"))
-    if not (merge or hide):
-        return result
-    view = cache.token_view(kind, name, seed, text, pair, merge, hide)
+    given = sidebar_input()
+    if not apply_options or not (given.merge_words or given.hide_special):
+        return result.record
+    view = cache.token_view(given.source, given.text, given.pair, given.merge_words,
+                            given.hide_special)
     for note in view.notes:
         st.caption(note)
     return view.record
 
 
-def _load_decoder_with_progress(name: str) -> None:
-    """The first use on a machine converts the embedded SmolLM2 (~20 s): show its progress."""
+def decoder_with_progress(name: str) -> LoadedModel:
+    """The cached decoder; the first use on a machine converts the embedded SmolLM2 (~20 s)
+    and shows its progress."""
     if name == DEFAULT_DECODER:
         bar = st.progress(0.0, text="Preparing SmolLM2 (once per machine, about 20 s)…")
         try:
             prepare_default_decoder(lambda fraction, message: bar.progress(fraction, text=message))
         finally:
             bar.empty()
-    cache.decoder(name)
+    return cache.decoder(name)
 
 
 def index_slider(label: str, count: int, key: str, container=st) -> int:
-    """A 0-based index picker that stays valid when the input or model changes."""
+    """A 0-based index picker that stays valid when the input, model or link changes: an index
+    that does not exist moves to the nearest one that does, with a note."""
+    value = st.session_state.get(key)
+    number = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    valid = isinstance(value, numbers.Integral) and number and 0 <= value < count
+    if value is not None and not valid:
+        chosen = max(0, min(int(value), count - 1)) if number and math.isfinite(value) else 0
+        st.session_state[key] = chosen
+        st.session_state.setdefault(CORRECTED, set()).add(key)
+        container.caption(f"{label} {plain(str(value))} does not exist here ({count} in all, "
+                          f"0 to {count - 1}): showing {label.lower()} {chosen}.")
     if count == 1:
         container.caption(f"{label}: 0 (the only one)")
         return 0
-    value = st.session_state.get(key)
-    if value is not None and not 0 <= value < count:
-        st.session_state[key] = max(0, min(int(value), count - 1))
     return container.slider(label, 0, count - 1, key=key)

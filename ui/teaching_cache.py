@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import streamlit as st
 
+from dataclasses import replace
+
 from models.encoder import Encoder
-from models.inspect import MaskSteps, mask_steps
 from models.masks import PaddedBatch, padded_batch, with_mask_style
 from models.positions import (cosine_similarity, learned_position_count, learned_positions,
                               sinusoidal_encoding)
 from models.scaling import (DotProductExperiment, EntropyCurve, SoftmaxRow, dot_product_experiment,
                             entropy_curve, experiment_dimensions, softmax_row)
+from models.rotary import rotary_angles, rotary_module
+from models.source import Kind, LoadedSource, ModelSource
+from models.trace import Trace
 from ui import cache
 
 MAX_ENTRIES = 32
@@ -20,32 +24,35 @@ ENTROPY_ROWS = 200
 ENTROPY_LARGEST_DIMENSION = 4096
 
 
+def scratch_source(name: str, seed: int, copied: bool) -> ModelSource:
+    return ModelSource(Kind.SCRATCH_COPIED if copied else Kind.SCRATCH_RANDOM, name, seed)
+
+
 def _encoder(name: str, seed: int, copied: bool) -> Encoder:
-    return cache.copied_encoder(name) if copied else cache.seeded_encoder(name, seed)
+    return cache.loaded(scratch_source(name, seed, copied)).model
 
 
-def _label(name: str, seed: int, copied: bool, causal: bool) -> str:
-    kind = cache.SCRATCH_COPIED if copied else cache.SCRATCH_RANDOM
-    return f"{cache.source_label(kind, name, seed)}, {'causal' if causal else 'bidirectional'}"
+def scratch_runner(name: str, seed: int, copied: bool, causal: bool) -> LoadedSource:
+    """The from-scratch encoder, or a twin with the same weights whose attention is causal
+    (kept in the same bounded registry as the encoders themselves)."""
+    source = scratch_source(name, seed, copied)
+    runner = cache.loaded(source)
+    label = f"{runner.label}, {'causal' if causal else 'bidirectional'}"
+    if not causal:
+        return replace(runner, title=label)
+    return cache.variant(source, "causal", lambda: replace(
+        runner, model=with_mask_style(runner.model, causal=True), title=label))
 
 
-@st.cache_resource(show_spinner="Building the causal twin (same weights)…")
-def causal_twin(name: str, seed: int, copied: bool) -> Encoder:
-    """The from-scratch encoder's weights in an encoder whose attention is causal."""
-    return with_mask_style(_encoder(name, seed, copied), causal=True)
-
-
-@st.cache_resource(max_entries=MAX_ENTRIES, ttl=TTL_SECONDS, show_spinner="Running the encoder…")
-def steps(name: str, seed: int, copied: bool, causal: bool, text: str, pair: str) -> MaskSteps:
-    encoder = causal_twin(name, seed, copied) if causal else _encoder(name, seed, copied)
-    return mask_steps(encoder, cache.pretrained(name).tokenizer, text, pair or None,
-                      _label(name, seed, copied, causal))
+def steps(name: str, seed: int, copied: bool, causal: bool, text: str, pair: str) -> Trace:
+    """The trace of the from-scratch encoder (or its causal twin) on the input."""
+    return cache.cached_trace(scratch_runner(name, seed, copied, causal), text, pair)
 
 
 @st.cache_resource(max_entries=MAX_ENTRIES, ttl=TTL_SECONDS, show_spinner="Running the batch…")
 def batch(name: str, seed: int, copied: bool, first: str, second: str) -> PaddedBatch:
-    return padded_batch(_encoder(name, seed, copied), cache.pretrained(name).tokenizer,
-                        (first, second), _label(name, seed, copied, causal=False))
+    runner = scratch_runner(name, seed, copied, causal=False)
+    return padded_batch(runner.model, runner.tokenizer, (first, second), runner.label)
 
 
 @st.cache_resource(show_spinner="Multiplying random vectors (once per server)…")
@@ -89,3 +96,10 @@ def learned_similarity(name: str, num_positions: int):
 def learned_count(name: str) -> int:
     """How many learned positions the pretrained model has (0 if it has no learned table)."""
     return learned_position_count(cache.pretrained(name).model)
+
+
+@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
+def rotary(name: str, num_positions: int):
+    """The causal decoder's rotary angles (P, Dh/2), or None when it has no rotary module."""
+    model = cache.decoder(name).model
+    return rotary_angles(model, num_positions) if rotary_module(model) is not None else None

@@ -195,3 +195,39 @@ def _script(code: str) -> str:
     """An inline <script>; a library's own text never closes the tag early."""
     code = re.sub(r"</(script)", r"<\\/\1", code, flags=re.I).replace("<!--", "<\\!--")
     return f"<script>{code}</script>"
+
+
+def encoder_decoder_html(encoder: AttentionRecord, decoder: AttentionRecord,
+                         cross: AttentionRecord, view: str) -> str:
+    """bertviz's head or model view of an encoder–decoder, offline like the views above.
+
+    bertviz's *Attention* menu then switches between the encoder's self-attention, the
+    decoder's and the cross-attention (target tokens on the left, source tokens on the right).
+    Its one layer menu serves all three, so when the stacks differ in depth only the first
+    `shared_layers` layers of each are drawn.
+    """
+    if view not in VIEWS:
+        raise ValueError(f"unknown bertviz view {view!r}; known: {VIEWS}")
+    if cross.tokens != decoder.tokens or cross.keys != encoder.tokens:
+        raise ValueError("the cross-attention must read the encoder's tokens with the decoder's")
+    arguments = dict(
+        encoder_attention=_layer_tensors(encoder), decoder_attention=_layer_tensors(decoder),
+        cross_attention=_layer_tensors(cross), encoder_tokens=list(_visible_tokens(encoder)),
+        decoder_tokens=list(_visible_tokens(decoder)), html_action="return",
+        include_layers=list(range(shared_layers(encoder, decoder))),
+    )
+    if view == HEAD_VIEW:
+        return _offline_page(bertviz.head_view(**arguments).data, "head_view.js")
+    return _offline_page(bertviz.model_view(display_mode=MODEL_VIEW_MODE, **arguments).data,
+                         "model_view.js")
+
+
+def encoder_decoder_fits(encoder: AttentionRecord, decoder: AttentionRecord, view: str) -> bool:
+    """Whether bertviz can draw this pair without freezing the browser (the longer side counts)."""
+    longest = encoder if encoder.num_tokens >= decoder.num_tokens else decoder
+    return max(encoder.num_tokens, decoder.num_tokens) <= max_tokens(longest, view)
+
+
+def shared_layers(encoder: AttentionRecord, decoder: AttentionRecord) -> int:
+    """How many layers bertviz's encoder–decoder views draw (its layer menu is shared)."""
+    return min(encoder.num_layers, decoder.num_layers)

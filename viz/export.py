@@ -1,4 +1,9 @@
-"""What a researcher takes away: one head as CSV, the whole record as NPZ or JSON."""
+"""What a researcher takes away: one head as CSV, one layer as JSON, every head as NPZ.
+
+No export builds hundreds of MB in memory: the whole record is only offered as compressed NPZ
+(optionally float16), and JSON, the heaviest text format, covers one layer rounded to
+JSON_DECIMALS. At the app's limits the largest file is the decoder's NPZ (see the README).
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,8 @@ import pandas as pd
 
 from models.record import AttentionRecord
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: JSON holds one layer, rounded; NPZ may hold float16
+JSON_DECIMALS = 4
 
 
 def head_frame(record: AttentionRecord, layer: int, head: int) -> pd.DataFrame:
@@ -40,18 +46,30 @@ def _metadata(record: AttentionRecord) -> dict:
     }
 
 
-def record_json(record: AttentionRecord) -> bytes:
-    """Tokens, model name, masks and every weight (nested lists, float32 precision)."""
-    payload = _metadata(record) | {"weights": record.weights.tolist()}
-    return json.dumps(payload, ensure_ascii=False).encode("utf-8")
+def layer_json(record: AttentionRecord, layer: int, decimals: int = JSON_DECIMALS) -> bytes:
+    """Tokens, model name, masks and one layer's weights (H, Q, K) as nested lists, rounded.
+
+    Each head is serialised on its own, so building the file never holds the interpreter for
+    more than one head's worth of work (about 0.1 s at 512 tokens).
+    """
+    if not 0 <= layer < record.num_layers:
+        raise ValueError(f"layer {layer} is not in 0..{record.num_layers - 1}")
+    header = _metadata(record) | {"layer": layer, "decimals": decimals}
+    heads = [json.dumps(np.round(record.weights[layer, head].astype(np.float64), decimals).tolist())
+             for head in range(record.num_heads)]  # (Q, K) each
+    text = json.dumps(header, ensure_ascii=False)[:-1] + ', "weights": [' + ", ".join(heads) + "]}"
+    return text.encode("utf-8")
 
 
-def record_npz(record: AttentionRecord) -> bytes:
-    """`weights` (L, H, Q, K) float32 plus `tokens` and a `metadata` JSON string; no pickles."""
+def record_npz(record: AttentionRecord, half_precision: bool = False) -> bytes:
+    """`weights` (L, H, Q, K), float32 or float16, plus `tokens` and a `metadata` JSON string;
+    compressed, and no pickles. float16 halves the file; each weight keeps 3 significant digits."""
     buffer = io.BytesIO()
+    weights = record.weights.astype(np.float16) if half_precision else record.weights
+    metadata = _metadata(record) | {"dtype": str(weights.dtype)}
     np.savez_compressed(
-        buffer, weights=record.weights, tokens=np.array(record.tokens, dtype=np.str_),
-        metadata=np.array(json.dumps(_metadata(record), ensure_ascii=False)),
+        buffer, weights=weights, tokens=np.array(record.tokens, dtype=np.str_),
+        metadata=np.array(json.dumps(metadata, ensure_ascii=False)),
     )
     return buffer.getvalue()
 
@@ -61,7 +79,8 @@ def load_npz(data: bytes) -> AttentionRecord:
     with np.load(io.BytesIO(data), allow_pickle=False) as archive:
         meta = json.loads(str(archive["metadata"]))
         return AttentionRecord(
-            tokens=tuple(str(t) for t in archive["tokens"]), weights=archive["weights"],
+            tokens=tuple(str(t) for t in archive["tokens"]),
+            weights=archive["weights"].astype(np.float32),
             source=meta["source"], masks=tuple(meta["masks"]),
             segment_ids=tuple(meta["segment_ids"]),
             special_positions=tuple(meta["special_positions"]),

@@ -10,7 +10,7 @@ from plotly.subplots import make_subplots
 
 from models.record import AttentionRecord
 from viz import style
-from viz.labels import hover_pairs, numbered_labels, tick_labels, tick_positions
+from viz.labels import numbered_labels, tick_labels, tick_positions
 
 HOVER = f"query: %{{y}}<br>key: %{{x}}<br>weight: %{{z:.{style.HOVER_DECIMALS}f}}<extra></extra>"
 GRID_HOVER = (
@@ -52,21 +52,25 @@ def matrix_heatmap(
     colorbar_title: str = "weight",
     row_tokens: tuple[str, ...] | None = None,
     axis_titles: tuple[str, str] = ("query", "key"),
+    query_tokens: tuple[str, ...] | None = None,
 ) -> go.Figure:
     """A (Q, K) map with queries down and keys across, exact values on hover.
 
-    For a map whose rows are not the columns' tokens (e.g. layers x heads), pass `row_tokens`
-    and `axis_titles` (rows, columns); the hover then shows the labels as given.
+    `tokens` label the columns (keys). For a token map whose queries are other tokens than its
+    keys (cross-attention), pass them as `query_tokens`. For a map whose rows are not tokens
+    (e.g. layers x heads), pass `row_tokens` and `axis_titles` (rows, columns); the hover then
+    shows the labels as given.
     """
     matrix = np.asarray(matrix)
     count = len(tokens)
-    rows = tokens if row_tokens is None else row_tokens
-    if row_tokens is None and axis_titles == ("query", "key"):
+    rows = query_tokens or (tokens if row_tokens is None else row_tokens)
+    if query_tokens or (row_tokens is None and axis_titles == ("query", "key")):
         # Token maps: each axis is a category axis of distinct "token #position" labels, so the
         # hover names both tokens from T labels per axis instead of T x T per-cell strings.
         columns = numbered_labels(tokens)
-        trace = dict(x=columns, y=columns, hovertemplate=HOVER)
-        x_categories = y_categories = columns
+        row_labels = numbered_labels(rows)
+        trace = dict(x=columns, y=row_labels, hovertemplate=HOVER)
+        x_categories, y_categories = columns, row_labels
     else:
         trace = dict(x=list(range(count)), y=list(range(len(rows))),
                      customdata=_label_pairs(rows, tokens),
@@ -79,7 +83,7 @@ def matrix_heatmap(
     size = style.heatmap_size(count)
     figure.update_layout(
         title=dict(text=title, y=0.995, yanchor="top"), font=style.FONT, width=size + 90,
-        height=size if row_tokens is None else style.heatmap_size(len(rows)),
+        height=size if rows is tokens else style.heatmap_size(len(rows)),
         margin=style.HEATMAP_MARGIN, plot_bgcolor="white",
         xaxis=_axis(tokens, style.MAX_TICK_LABELS, x_categories, side="top", tickangle=-45,
                     title=axis_titles[1]),
@@ -90,9 +94,17 @@ def matrix_heatmap(
 
 
 def attention_heatmap(record: AttentionRecord, layer: int, head: int) -> go.Figure:
-    """One head's attention: colour bar fixed to [0, 1]."""
-    return matrix_heatmap(record.head(layer, head), record.tokens,
-                          f"Layer {layer} · Head {head}")
+    """One head's attention: colour bar fixed to [0, 1]; queries down, the record's keys across
+    (for cross-attention: the target's tokens down, the source's across)."""
+    return matrix_heatmap(record.head(layer, head), record.keys, f"Layer {layer} · Head {head}",
+                          query_tokens=record.tokens if record.is_rectangular else None)
+
+
+def _numbered_pairs(rows: tuple[str, ...], columns: tuple[str, ...]) -> np.ndarray:
+    """(Q, K, 2) array of ["token #i" of the query, "token #j" of the key] for each cell."""
+    row_labels = np.array(numbered_labels(rows), dtype=object)
+    column_labels = np.array(numbered_labels(columns), dtype=object)
+    return np.stack(np.broadcast_arrays(row_labels[:, None], column_labels[None, :]), axis=-1)
 
 
 def layer_heads_grid(record: AttentionRecord, layer: int) -> go.Figure:
@@ -104,9 +116,9 @@ def layer_heads_grid(record: AttentionRecord, layer: int) -> go.Figure:
         rows=rows, cols=columns, subplot_titles=[f"Head {h}" for h in range(heads)],
         horizontal_spacing=0.03, vertical_spacing=0.06 if rows > 1 else 0.0,
     )
-    count = record.num_tokens
+    count = max(record.num_tokens, record.num_keys)
     with_tokens = count <= style.MAX_HOVER_TOKENS_IN_GRID
-    customdata = hover_pairs(record.tokens) if with_tokens else None
+    customdata = _numbered_pairs(record.tokens, record.keys) if with_tokens else None
     for head in range(heads):
         figure.add_trace(
             go.Heatmap(

@@ -1,7 +1,8 @@
 """Every layer and head at once, light enough for 512 tokens.
 
 All L x H maps are tiled into one mosaic heatmap. Maps longer than THUMBNAIL_CELLS tokens are
-max-pooled to THUMBNAIL_CELLS x THUMBNAIL_CELLS blocks (a block shows its largest weight, so thin
+max-pooled to THUMBNAIL_CELLS blocks along that axis (queries and keys on their own, so a
+rectangular cross-attention map stays rectangular) (a block shows its largest weight, so thin
 diagonals stay visible), and weights travel as whole percents in one byte each. The exact values
 stay in the record for the enlarged head.
 """
@@ -23,20 +24,20 @@ def block_edges(size: int, blocks: int) -> np.ndarray:
 
 
 def max_pool(maps: np.ndarray, cells: int) -> np.ndarray:
-    """(..., Q, K) -> (..., c, c) with c = min(Q, cells): the maximum of each block."""
-    size = maps.shape[-1]
-    if size <= cells:
-        return maps
-    edges = block_edges(size, cells)
-    pooled = np.maximum.reduceat(maps, edges, axis=-1)  # (..., Q, c)
-    return np.maximum.reduceat(pooled, edges, axis=-2)  # (..., c, c)
+    """(..., Q, K) -> (..., min(Q, cells), min(K, cells)): the maximum of each block."""
+    queries, keys = maps.shape[-2:]
+    if keys > cells:
+        maps = np.maximum.reduceat(maps, block_edges(keys, cells), axis=-1)  # (..., Q, c)
+    if queries > cells:
+        maps = np.maximum.reduceat(maps, block_edges(queries, cells), axis=-2)  # (..., c, c)
+    return maps
 
 
 def mosaic(record: AttentionRecord, cells: int = THUMBNAIL_CELLS) -> np.ndarray:
-    """(L * c, H * c) uint8 percents: layer tiles down, head tiles across."""
-    pooled = max_pool(record.weights, cells)  # (L, H, c, c)
-    layers, heads, side, _ = pooled.shape
-    tiled = pooled.transpose(0, 2, 1, 3).reshape(layers * side, heads * side)  # (L*c, H*c)
+    """(L * q, H * k) uint8 percents, q and k at most `cells`: layer tiles down, heads across."""
+    pooled = max_pool(record.weights, cells)  # (L, H, q, k)
+    layers, heads, rows, columns = pooled.shape
+    tiled = pooled.transpose(0, 2, 1, 3).reshape(layers * rows, heads * columns)  # (L*q, H*k)
     return np.rint(tiled * 100).astype(np.uint8)
 
 
@@ -44,35 +45,37 @@ def all_heads_figure(record: AttentionRecord, selected: tuple[int, int] | None =
                      cells: int = THUMBNAIL_CELLS) -> go.Figure:
     """One mosaic of every head, outlined, on one colour scale; `selected` is outlined in red."""
     z = mosaic(record, cells)
-    side = z.shape[0] // record.num_layers
     layers, heads = record.num_layers, record.num_heads
+    side, width = z.shape[0] // layers, z.shape[1] // heads  # one tile: rows x columns
     figure = go.Figure(go.Heatmap(
         z=z, colorscale=style.COLORSCALE, zmin=0, zmax=100,
         colorbar=dict(title=dict(text="weight %"), thickness=14),
         hovertemplate="weight ≈ %{z}%<extra></extra>",
     ))
     shapes = [
-        dict(type="rect", x0=h * side - 0.5, x1=(h + 1) * side - 0.5,
+        dict(type="rect", x0=h * width - 0.5, x1=(h + 1) * width - 0.5,
              y0=l * side - 0.5, y1=(l + 1) * side - 0.5,
              line=dict(color=style.TILE_OUTLINE, width=1))
         for l in range(layers) for h in range(heads)
     ]
     if selected is not None:
         l, h = selected
-        shapes.append(dict(type="rect", x0=h * side - 0.5, x1=(h + 1) * side - 0.5,
+        shapes.append(dict(type="rect", x0=h * width - 0.5, x1=(h + 1) * width - 0.5,
                            y0=l * side - 0.5, y1=(l + 1) * side - 0.5,
                            line=dict(color=style.SELECTED_OUTLINE, width=3)))
-    centres = [(i + 0.5) * side - 0.5 for i in range(max(layers, heads))]
+    row_centres = [(i + 0.5) * side - 0.5 for i in range(layers)]
+    column_centres = [(i + 0.5) * width - 0.5 for i in range(heads)]
+    pooled = side < record.num_tokens or width < record.num_keys
     tile_px = style.OVERVIEW_TILE_PX
     figure.update_layout(
         shapes=shapes, font=style.FONT, plot_bgcolor="white",
         width=heads * tile_px + 160, height=layers * tile_px + 110,
         margin=dict(l=10, r=10, t=80, b=10),
         title=dict(text=f"All {layers} layers × {heads} heads"
-                        + (f" (each map max-pooled to {side}×{side})" if side < record.num_tokens else "")),
-        xaxis=dict(tickmode="array", tickvals=centres[:heads], ticktext=[f"H{h}" for h in range(heads)],
+                        + (f" (each map max-pooled to {side}×{width})" if pooled else "")),
+        xaxis=dict(tickmode="array", tickvals=column_centres, ticktext=[f"H{h}" for h in range(heads)],
                    side="top", showgrid=False, zeroline=False, constrain="domain"),
-        yaxis=dict(tickmode="array", tickvals=centres[:layers], ticktext=[f"L{l}" for l in range(layers)],
+        yaxis=dict(tickmode="array", tickvals=row_centres, ticktext=[f"L{l}" for l in range(layers)],
                    autorange="reversed", showgrid=False, zeroline=False, scaleanchor="x"),
     )
     return figure

@@ -38,8 +38,20 @@ def sinusoid_heatmap(encoding: np.ndarray) -> go.Figure:
                    "position", style.heatmap_size(min(positions, style.MAX_TICK_LABELS)), False)
 
 
+def blank_positions(similarity: np.ndarray) -> list[int]:
+    """Positions whose whole row is NaN: zero vectors, which have no direction to compare."""
+    return [int(p) for p in np.flatnonzero(np.all(np.isnan(similarity), axis=1))]
+
+
 def similarity_heatmap(similarity: np.ndarray, title: str) -> go.Figure:
-    """A (P, P) cosine-similarity map between positions, on a fixed [-1, 1] scale."""
+    """A (P, P) cosine-similarity map between positions, on a fixed [-1, 1] scale.
+
+    Rows of zero vectors (NaN) are left blank and named in the title.
+    """
+    blank = blank_positions(similarity)
+    if blank:
+        listed = ", ".join(str(p) for p in blank[:3]) + (", …" if len(blank) > 3 else "")
+        title = f"{title} (blank: position {listed}, a zero vector)"
     figure = go.Figure(go.Heatmap(
         z=np.round(similarity, style.HOVER_DECIMALS), colorscale=style.DIVERGING_COLORSCALE,
         zmin=-1.0, zmax=1.0, colorbar=dict(title=dict(text="cosine"), thickness=14),

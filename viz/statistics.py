@@ -10,6 +10,10 @@ mask left empty (they sum to 0) are left out.
 - punctuation: weight on tokens made only of punctuation (".", ",", "##'", "Ġ!", ...).
 - self, previous, next: weight on key i, i-1, i+1; previous (next) is averaged over the rows
   that have a previous (next) token.
+
+A rectangular record (cross-attention: target queries over source keys) has no query token that
+is also a key, so mean_distance, cls, sep, self, previous and next are NaN there; entropy and
+punctuation (over the source's tokens) keep their meaning.
 """
 
 from __future__ import annotations
@@ -75,13 +79,16 @@ def row_entropy_bits(weights: np.ndarray) -> np.ndarray:
 
 def _uniform_entropy_bits(record: AttentionRecord) -> float:
     """Mean entropy of an even spread over the keys each row may see."""
+    if record.is_rectangular:
+        return float(np.log2(record.num_keys))
     count = record.num_tokens
     visible = np.arange(1, count + 1) if "causal" in record.masks else np.full(count, count)
     return float(np.log2(visible).mean())
 
 
 def _label(row: pd.Series, broad_bits: float) -> str:
-    best = max(PATTERN_LABELS, key=lambda column: row[column])
+    measured = [column for column in PATTERN_LABELS if np.isfinite(row[column])]
+    best = max(measured, key=lambda column: row[column])
     if row[best] >= PATTERN_SHARE:
         return PATTERN_LABELS[best]
     if broad_bits > 0 and row["entropy_bits"] >= BROAD_ENTROPY_FRACTION * broad_bits:
@@ -96,15 +103,24 @@ def head_statistics(record: AttentionRecord) -> pd.DataFrame:
     weights = record.weights  # (L, H, Q, K), float32
     count = record.num_tokens
     live = weights.sum(axis=-1) > EMPTY_ROW_WEIGHT  # (L, H, Q)
-    positions = np.arange(count)
-    distance = np.abs(positions[:, None] - positions[None, :]).astype(weights.dtype)  # (Q, K)
-    special = list(record.special_positions)
-    key_sets = np.zeros((count, 3), dtype=weights.dtype)  # (K, 3): [CLS], [SEP], punctuation
+    special = [] if record.is_rectangular else list(record.special_positions)
+    key_sets = np.zeros((record.num_keys, 3), dtype=weights.dtype)  # (K, 3): [CLS], [SEP], punct.
     key_sets[special[:1], 0] = 1.0
     key_sets[special[1:], 1] = 1.0
-    key_sets[[p for p, t in enumerate(record.tokens) if p not in special and is_punctuation(t)],
+    key_sets[[p for p, t in enumerate(record.keys) if p not in special and is_punctuation(t)],
              2] = 1.0
     shares = weights @ key_sets  # (L, H, Q, 3)
+    if record.is_rectangular:
+        unmeasured = np.full(weights.shape[:2], np.nan)  # (L, H): no key is the query itself
+        columns = {
+            "entropy_bits": _row_mean(row_entropy_bits(weights), live),
+            "mean_distance": unmeasured, "cls": unmeasured, "sep": unmeasured,
+            "punctuation": _row_mean(shares[..., 2], live),
+            "self": unmeasured, "previous": unmeasured, "next": unmeasured,
+        }
+        return _table(record, columns)
+    positions = np.arange(count)
+    distance = np.abs(positions[:, None] - positions[None, :]).astype(weights.dtype)  # (Q, K)
     columns = {
         "entropy_bits": _row_mean(row_entropy_bits(weights), live),
         "mean_distance": _row_mean(np.einsum("lhqk,qk->lhq", weights, distance), live),
@@ -117,6 +133,10 @@ def head_statistics(record: AttentionRecord) -> pd.DataFrame:
         "next": _row_mean(np.diagonal(weights, offset=1, axis1=-2, axis2=-1),
                           live[..., :-1]),  # row i, key i + 1, for i < Q - 1
     }
+    return _table(record, columns)
+
+
+def _table(record: AttentionRecord, columns: dict[str, np.ndarray]) -> pd.DataFrame:
     layers, heads = np.meshgrid(np.arange(record.num_layers), np.arange(record.num_heads),
                                 indexing="ij")  # (L, H)
     table = pd.DataFrame({"layer": layers.ravel(), "head": heads.ravel()})
@@ -133,7 +153,8 @@ def statistic_heatmap(table: pd.DataFrame, column: str) -> go.Figure:
         raise ValueError(f"'{column}' is not one of {NUMERIC_COLUMNS}")
     grid = table.pivot(index="layer", columns="head", values=column)  # (L, H)
     values = grid.to_numpy(dtype=float)
-    zmax = 1.0 if column in SHARE_COLUMNS else max(float(values.max()), 1e-9)
+    finite = values[np.isfinite(values)]  # NaN where a statistic does not apply
+    zmax = 1.0 if column in SHARE_COLUMNS else max(float(finite.max(initial=0.0)), 1e-9)
     return matrix_heatmap(
         values, tuple(str(h) for h in grid.columns), f"{column} for every layer and head",
         zmin=0.0, zmax=zmax, colorbar_title=column,
@@ -144,3 +165,36 @@ def statistic_heatmap(table: pd.DataFrame, column: str) -> go.Figure:
 def statistics_csv(table: pd.DataFrame) -> bytes:
     """The table as UTF-8 CSV (no index column), ready for a download button."""
     return table.to_csv(index=False, float_format="%.6g").encode("utf-8")
+
+
+NORM_COLUMNS = ("norm_cls", "norm_sep")
+NORM_COLUMN_HELP = {
+    "norm_cls": "Share of the norm-based attention ‖α·f(x)‖ (Kobayashi et al. 2020) on the "
+                "first special token: compare with 'cls' to see how little that weight moves.",
+    "norm_sep": "Share of the norm-based attention ‖α·f(x)‖ on the other special tokens "
+                "([SEP]): compare with 'sep'.",
+}
+
+
+def with_norm_columns(table: pd.DataFrame, record: AttentionRecord,
+                      norms: np.ndarray) -> pd.DataFrame:
+    """`head_statistics(record)` plus the norm-based shares on [CLS] and [SEP].
+
+    norms: (L, H, Q, K) norm-based maps of the same input. Each row is divided by its sum, so a
+    share is comparable with the weight columns; rows that sum to 0 are left out.
+    """
+    norms = np.asarray(norms, dtype=np.float64)
+    if norms.shape != record.weights.shape:
+        raise ValueError(f"norm maps {norms.shape} do not fit the record {record.weights.shape}")
+    totals = norms.sum(axis=-1)  # (L, H, Q)
+    special = list(record.special_positions)
+    shares = {
+        "norm_cls": norms[..., special[:1]].sum(axis=-1),  # (L, H, Q)
+        "norm_sep": norms[..., special[1:]].sum(axis=-1),
+    }
+    live = totals > 0
+    extended = table.copy()
+    for name, share in shares.items():
+        fraction = np.divide(share, totals, out=np.zeros_like(share), where=live)
+        extended[name] = _row_mean(fraction, live).ravel()
+    return extended

@@ -1,0 +1,27 @@
+"""Every memory and size budget of the app, in one place (bytes unless the name says otherwise)."""
+
+from __future__ import annotations
+
+MIB = 2**20
+GIB = 2**30
+
+# Computed traces (records and what views derive from them) kept for reuse across sessions.
+TRACE_CACHE_BYTES = 1536 * MIB
+# One trace may not exceed this (the decoder's token limit is chosen so it does not).
+TRACE_BYTES = 160 * MIB
+# From-scratch encoders kept at once (one per seed typed; about 20-40 MB each with a BERT vocabulary).
+SCRATCH_ENCODERS = 4
+# The sidebar's text is cut to this many characters before any tokenizer sees it.
+MAX_TEXT_CHARS = 20_000
+
+# Loading a model (models/loader_checks.py, models/loaded_models.py).
+# A model whose float32 parameters (estimated from its config.json before anything is built)
+# would take more than this is refused: about 268 million parameters.
+MODEL_BYTES = 1 * GIB
+# User-loaded models kept at once (the embedded MiniLM and SmolLM2 are kept on top of these);
+# loading another unloads the least recently used.
+LOADED_MODELS = 2
+# A model name or folder longer than this is refused before it reaches the file system.
+MODEL_NAME_CHARS = 1024
+# A safetensors header (JSON listing the tensors) larger than this is refused unread.
+SAFETENSORS_HEADER_BYTES = 16 * MIB

@@ -1,0 +1,65 @@
+import streamlit as st
+
+from models.detectors import (DEFAULT_REPEAT_LENGTH, DEFAULT_SEED, DETECTORS,
+                              DETECTORS_BY_NAME, NotMeasurable)
+from ui import analysis_cache
+from ui.analysis_cache import open_head_buttons
+from ui.routing import through_app
+from ui.state import current_record, sidebar_input
+from ui.text import plain
+from viz.head_analysis import layer_head_map, ranked_heads
+
+TOP_HEADS = 5
+OPEN_BUTTONS = 3
+
+through_app()
+
+st.title("Head detectors")
+st.markdown(
+    "Some heads do one simple job on almost any input: look at the previous token, look back "
+    "at an earlier copy of the same token, continue a pattern seen before (induction heads, "
+    "Olsson et al. 2022), or park their attention on the first token or [SEP]. A detector "
+    "scores every head of the model in the sidebar from 0 (never) to 1 (always); an even spread "
+    "over n tokens scores about 1/n."
+)
+record = current_record(apply_options=False)
+if record is not None:
+    given = sidebar_input()
+    if given.merge_words or given.hide_special:
+        st.caption("Detectors read the model's own tokens, so the sidebar's token options do "
+                   "not apply here.")
+    name = st.radio("Detector", [d.name for d in DETECTORS], key="detectors_kind",
+                    horizontal=True)
+    detector = DETECTORS_BY_NAME[name]
+    st.markdown(f"**Definition.** {detector.definition}")
+    measured = record
+    if detector.on_repeated_tokens:
+        left, right = st.columns(2)
+        count = left.slider("Random tokens in one copy", 5, 50, DEFAULT_REPEAT_LENGTH,
+                            key="detectors_length")
+        seed = right.number_input("Seed", 0, 2**31 - 1, DEFAULT_SEED, key="detectors_seed")
+        try:
+            measured = analysis_cache.repeated_tokens(given.source, count, int(seed))
+        except NotMeasurable as error:
+            st.error(plain(str(error)))
+            st.stop()
+        st.caption(plain(f"Measured on {count} tokens drawn at random (seed {seed}) from the "
+                         f"model's vocabulary and repeated twice: {' '.join(measured.tokens)}"))
+    else:
+        st.caption(f"Measured on the sentence in the sidebar ({record.num_tokens} tokens, word "
+                   "pieces and special tokens as the model reads them).")
+    try:
+        scores = detector.score(measured)
+    except NotMeasurable as error:
+        st.info(plain(str(error)))
+        st.stop()
+    table = ranked_heads(scores)
+    st.markdown(f"Strongest {name} heads: " + ", ".join(
+        f"layer {row.layer} · head {row.head} ({row.score:.2f})"
+        for row in table.head(TOP_HEADS).itertuples()))
+    open_head_buttons([(int(row.layer), int(row.head), f"score {row.score:.3f}")
+                       for row in table.head(OPEN_BUTTONS).itertuples()], "detectors_open")
+    if detector.on_repeated_tokens:
+        st.caption("The maps page shows the sidebar's sentence, not the random tokens.")
+    st.plotly_chart(layer_head_map(scores, f"{name} score of every layer and head", "score"),
+                    key="detectors_map")

@@ -1,0 +1,68 @@
+import streamlit as st
+
+from ui.routing import through_app
+from ui.state import current_trace, loaded_source, sidebar_input, use_decoder
+from ui.text import plain
+from viz.generation import visible_text
+from viz.predictions import candidate_bars, loss_figure, position_table
+
+through_app()
+
+st.title("What the model predicts")
+st.markdown(
+    "Attention is how a model gathers information; its **prediction** is what it does with it. "
+    "A causal decoder predicts the next token from everything before it: below are its top 10 "
+    "candidates after your text, and, at every position, what it expected against the token "
+    "that actually came (the loss, in bits: 0 means it was certain and right). A masked "
+    "language model (BERT and its relatives) instead fills in a hidden word: type the model's "
+    "mask token, such as `[MASK]`, where a word should go."
+)
+given = sidebar_input()
+trace = current_trace()
+if trace is not None:
+    predictions = trace.predictions
+    record = trace.record
+    if predictions is None:
+        st.info(f"{plain(record.source)} has no language-model head, so it makes no prediction "
+                "to show here (this app never invents one); the causal decoder predicts the "
+                "next token.")
+        st.button("Use the decoder's next-token view", key="pred_use_decoder",
+                  on_click=use_decoder)
+    elif predictions.next_token is not None:
+        st.caption(f"{record.num_tokens} tokens · {plain(record.source)}")
+        st.plotly_chart(candidate_bars(predictions.next_token.candidates,
+                                       "The model's top 10 next tokens after your text"),
+                        key="pred_next")
+        per_position = predictions.positions
+        if per_position is None:
+            st.info("The text is a single token, so there is no position where a prediction "
+                    "can be compared with the token that came.")
+        else:
+            st.subheader("Prediction against what came, at every position")
+            st.plotly_chart(loss_figure(per_position), key="pred_loss")
+            labels = {p.position: f"after #{p.position} {visible_text(record.tokens[p.position])}"
+                      for p in per_position.positions}
+            position = st.selectbox("Position", list(labels), format_func=labels.get,
+                                    index=len(labels) - 1, key="pred_position")
+            chosen = per_position.positions[position]
+            rank = (f"its choice number {chosen.rank}" if chosen.rank is not None
+                    else f"not among its top {len(chosen.candidates)}")
+            st.markdown(
+                f"After reading up to token #{position}, the model gave the token that came, "
+                f"`{plain(visible_text(chosen.actual.text))}`, probability "
+                f"{chosen.actual.probability:.3f} ({rank}; loss {chosen.loss_bits:.2f} bits).")
+            st.plotly_chart(candidate_bars(chosen.candidates,
+                                           f"Candidates after token #{position}",
+                                           chosen.actual.token_id), key="pred_candidates")
+            st.dataframe(position_table(per_position, record.tokens), hide_index=True,
+                         key="pred_table")
+    elif predictions.masks:
+        st.caption(f"{record.num_tokens} tokens · {plain(record.source)}")
+        for index, fillers in enumerate(predictions.masks):
+            st.plotly_chart(candidate_bars(
+                fillers.candidates, f"Top 10 fillers for the mask at token #{fillers.position}"),
+                key=f"pred_mask_{index}")
+    else:
+        mask = plain(loaded_source(given.source).mask_token or "[MASK]")
+        st.info(f"The text has no {mask}: type {mask} where a word should go, and the model "
+                "fills it in.")

@@ -1,0 +1,18 @@
+"""Reference numbers for tests: a Hugging Face model's own attentions from a plain forward call,
+outside the app's capture and trace, so the app's path is checked against something independent."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from models.pretrained import LoadedModel
+from models.tokenize import encode
+
+
+def reference_attentions(loaded: LoadedModel, text: str, pair: str | None = None) -> np.ndarray:
+    """(L, H, Q, K) float32: `model(**inputs, output_attentions=True)` for batch item 0."""
+    encoded = encode(loaded.tokenizer, text, pair, loaded.max_tokens)
+    with torch.inference_mode():
+        output = loaded.model(**encoded.model_inputs(), output_attentions=True)
+    return torch.stack([layer[0] for layer in output.attentions]).float().numpy()

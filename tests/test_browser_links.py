@@ -1,0 +1,117 @@
+"""The real thing for links: a deep link opened in a fresh browser shows that exact view, the
+URL follows the controls, browser back and forward restore the previous view, and the sidebar
+offers the full link."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs, quote, urlsplit
+
+import pytest
+
+from tests.app_support import GUARD_MESSAGE
+from tests.browser import guard_requests, launch_chromium, served_app, wait_idle
+
+TEXT = "Mario is short, but he can jump super high."
+DEEP_LINK = f"/attention_maps?text={quote(TEXT)}&layer=5&head=5"
+TITLE = ".js-plotly-plot .gtitle"
+
+
+@pytest.fixture(scope="module")
+def app_url():
+    with served_app() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with launch_chromium() as chromium:
+        yield chromium
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 1200})  # fresh: no state
+    tab = context.new_page()
+    tab.outside_requests = guard_requests(tab)
+    yield tab
+    context.close()
+
+
+def heatmap_title(page, expected: str) -> None:
+    page.wait_for_function(
+        "expected => document.querySelector('.js-plotly-plot .gtitle')?.textContent === expected",
+        arg=expected, timeout=60_000)
+
+
+def assert_query(url: str, expected: dict[str, str]) -> None:
+    """The link's query holds `expected` (the page may add its other controls)."""
+    query = parse_qs(urlsplit(url).query)
+    assert {name: query.get(name) for name in expected} == \
+        {name: [value] for name, value in expected.items()}, query
+
+
+def assert_clean(page) -> None:
+    assert page.locator('[data-testid="stException"]').count() == 0
+    alerts = page.locator('[data-testid="stAlert"]').all_text_contents()
+    assert not [text for text in alerts if GUARD_MESSAGE in text], alerts
+    assert page.outside_requests == []
+
+
+def test_a_deep_link_opens_that_view_and_back_and_forward_restore_views(app_url, page):
+    page.goto(app_url + DEEP_LINK)
+    page.get_by_role("heading", name="Attention maps").first.wait_for(timeout=90_000)
+    wait_idle(page)
+    heatmap_title(page, "Layer 5 · Head 5")
+    ticks = page.locator(".js-plotly-plot").first.locator(".xtick text").all_text_contents()
+    assert ticks == ["[CLS]", "mario", "is", "short", ",", "but", "he", "can", "jump", "super",
+                     "high", ".", "[SEP]"]
+    sliders = page.get_by_role("slider")
+    assert [sliders.nth(i).input_value() for i in range(2)] == ["5", "5"]
+    assert page.get_by_label("Sentence", exact=True).input_value() == TEXT
+    assert_query(page.url, {"text": TEXT, "layer": "5", "head": "5"})
+    assert_clean(page)
+
+    # the URL follows a control, one history entry per change
+    slider = sliders.nth(1)
+    slider.focus()
+    slider.press("ArrowLeft")
+    wait_idle(page)
+    heatmap_title(page, "Layer 5 · Head 4")
+    page.wait_for_function("() => new URLSearchParams(location.search).get('head') === '4'",
+                           timeout=30_000)
+
+    # the sidebar offers the whole link, with this server's address
+    page.get_by_role("button", name="Link to this view").click()
+    code = page.locator('[data-testid="stPopoverBody"] code').first
+    code.wait_for(timeout=30_000)
+    shown = code.text_content().strip()
+    assert shown.startswith(app_url + "/?") or shown.startswith(app_url + "/attention_maps?")
+    assert_query(shown, {"text": TEXT, "layer": "5", "head": "4"})
+    assert_query(page.url, {"text": TEXT, "layer": "5", "head": "4"})
+    page.keyboard.press("Escape")
+
+    # back restores the previous view, forward the later one
+    page.go_back()
+    wait_idle(page)
+    heatmap_title(page, "Layer 5 · Head 5")
+    assert_query(page.url, {"text": TEXT, "layer": "5", "head": "5"})
+    assert page.get_by_role("slider").nth(1).input_value() == "5"
+    page.go_forward()
+    wait_idle(page)
+    heatmap_title(page, "Layer 5 · Head 4")
+    assert_clean(page)
+
+
+def test_a_link_with_a_layer_the_model_lacks_falls_back_with_a_note(app_url, page):
+    page.goto(f"{app_url}/all_heads?text={quote(TEXT)}&layer=40&head=3")
+    page.get_by_role("heading", name="All heads at once").first.wait_for(timeout=90_000)
+    wait_idle(page)
+    page.get_by_text("Layer 40 does not exist here").first.wait_for(timeout=60_000)
+    heatmap = page.locator(".js-plotly-plot").nth(1).locator(".gtitle")
+    page.wait_for_function(
+        "() => document.querySelectorAll('.js-plotly-plot')[1]?.querySelector('.gtitle')"
+        "?.textContent === 'Layer 5 · Head 3'", timeout=60_000)
+    assert heatmap.text_content() == "Layer 5 · Head 3"
+    page.wait_for_function("() => new URLSearchParams(location.search).get('layer') === '5'",
+                           timeout=30_000)
+    assert_clean(page)

@@ -1,0 +1,368 @@
+"""Links to a view (ui/links.py) under AppTest: pages restore their state from the query, write
+it back when a control changes, fall back with a note from values that do not exist, and put
+nothing else into the link."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from models.pretrained import DEFAULT_MODEL
+from models.source import Kind
+from tests.app_support import APP, TIMEOUT_S, assert_no_failure, texts
+from ui.links import SHARED, link_text, page_controls, read_value
+from ui.state import DEFAULT_TEXT, LOAD_MESSAGE, LOADED_NAMES, MODEL_NAME
+
+ROOT = Path(__file__).resolve().parents[1]
+TEXT = "Mario is short, but he can jump super high."
+MARIO_TOKENS = 13  # [CLS] mario is short , but he can jump super high . [SEP]
+
+
+def open_link(page: str | None, query: dict[str, str], state: dict | None = None) -> AppTest:
+    """A fresh session opening `/<page>?<query>` (the default page when `page` is None)."""
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    at.query_params.update(query)
+    for key, value in (state or {}).items():
+        at.session_state[key] = value
+    if page is not None:
+        at.switch_page(f"pages/{page}.py")
+    at.run()
+    assert_no_failure(at)
+    return at
+
+
+def rerun(at: AppTest) -> AppTest:
+    at.run()
+    assert_no_failure(at)
+    return at
+
+
+def assert_link(at: AppTest, page: str, expected: dict[str, str]) -> None:
+    """The written query holds `expected`; anything more is one of the page's own controls."""
+    query = dict(at.query_params)
+    assert {name: query.get(name) for name in expected} == expected
+    controls = page_controls(ROOT / f"pages/{page}.py")
+    others = set(query) - set(expected)
+    assert all(controls.kind_of(controls.key_of(name)) for name in others), others
+
+
+def by_label(widgets, label: str):
+    matches = [widget for widget in widgets if widget.label == label]
+    assert len(matches) == 1, [widget.label for widget in widgets]
+    return matches[0]
+
+
+def navigation_pages() -> list[str]:
+    """The page files app.py's navigation lists (the pages other engineers add included)."""
+    tree = ast.parse((ROOT / "app.py").read_text())
+    return [node.args[0].value for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "Page"
+            and node.args and isinstance(node.args[0], ast.Constant)]
+
+
+# --- which controls each page has ----------------------------------------------------------
+
+KNOWN_PREFIXES = {
+    "attention_maps": "maps", "all_heads": "all", "row_arithmetic": "arith",
+    "head_statistics": "stats", "rollout": "rollout", "compare": "compare",
+    "causal_masks": "masks", "adaptive_span": "span", "scaling": "scaling",
+    "positions": "positions", "bertviz_views": "bertviz", "predictions": "pred",
+    "generation": "gen",
+}
+
+
+def test_every_page_in_the_menu_has_a_prefix_that_all_its_widget_keys_share():
+    pages = navigation_pages()
+    assert len(pages) >= len(KNOWN_PREFIXES)
+    for path in pages:
+        controls = page_controls(ROOT / path)
+        stem = Path(path).stem
+        assert controls.prefix, f"{path}: no widget keys found"
+        if stem in KNOWN_PREFIXES:
+            assert controls.prefix == KNOWN_PREFIXES[stem], path
+        keys = re.findall(r"""key\s*=\s*f?["']([^"']+)["']""", (ROOT / path).read_text())
+        assert keys, path
+        unprefixed = [key for key in keys if not key.startswith(controls.prefix + "_")]
+        assert not unprefixed, f"{path}: a link cannot find {unprefixed}"
+
+
+def test_controls_are_read_from_the_source_with_their_kinds():
+    maps = page_controls(ROOT / "pages/attention_maps.py")
+    assert list(maps.kinds)[:2] == ["maps_layer", "maps_head"]  # in reading order
+    assert maps.kind_of("maps_layer") == maps.kind_of("maps_head") == "index"
+    assert [maps.name_of(key) for key in ("maps_layer", "maps_head")] == ["layer", "head"]
+    assert maps.kind_of("maps_heatmap") is None  # a chart is not a setting
+    span = page_controls(ROOT / "pages/adaptive_span.py")
+    assert span.kind_of("span_z") == "float" and span.kind_of("span_per_head") == "bool"
+    assert span.kind_of("span_z_head_7") == "float"  # an f-string key is a pattern
+    assert span.kind_of("span_retrain") is None  # a button is not a setting
+    assert span.kind_of("span_learned") is None  # nor is a chart
+    scaling = page_controls(ROOT / "pages/scaling.py")
+    assert scaling.kind_of("scaling_keys") == "int" and scaling.kind_of("scaling_dk") == "choice"
+    assert scaling.name_of("scaling_seed") == "scaling_seed"  # "seed" belongs to the sidebar
+    assert scaling.key_of("scaling_seed") == scaling.key_of("seed") == "scaling_seed"
+
+
+@pytest.mark.parametrize("kind, value", [
+    ("bool", True), ("bool", False), ("int", 7), ("index", 0), ("float", 2.5), ("float", 1e-7),
+    ("text", "Fruit flies & bananas = 100%?"), ("choice", "entropy_bits"), ("choice", 64),
+    ("choice", 0.25), ("number", -3),
+])
+def test_a_value_written_into_a_link_reads_back_the_same(kind, value):
+    back = read_value(kind, link_text(value))
+    assert back == value and type(back) is type(value)
+
+
+def test_link_text_leaves_out_what_is_not_one_scalar():
+    assert link_text((2, 5)) is None and link_text([1]) is None and link_text(None) is None
+    assert link_text({"rows": []}) is None and link_text(float("nan")) is None
+    assert link_text("x" * 501) is None
+    assert link_text(np.int64(7)) == "7" and link_text(np.float32(0.5)) == "0.5"  # numpy scalars
+
+
+# --- pages restore their state and write it back --------------------------------------------
+
+def test_the_deep_link_of_the_issue_opens_that_layer_head_and_sentence():
+    at = open_link(None, {"text": TEXT, "layer": "5", "head": "5"})
+    assert [(slider.label, slider.value) for slider in at.slider] == [("Layer", 5), ("Head", 5)]
+    assert at.sidebar.text_area[0].value == TEXT
+    assert f"{MARIO_TOKENS} tokens" in texts(at)
+    assert_link(at, "attention_maps", {"text": TEXT, "layer": "5", "head": "5"})
+    assert "not available" not in texts(at)
+
+
+# page, link, {widget label: value shown}, (label of a widget to change, new value), written
+PAGES = [
+    ("all_heads", {"layer": "2", "head": "7"}, {"Layer": 2, "Head": 7},
+     ("Head", 3), {"layer": "2", "head": "3"}),
+    ("row_arithmetic", {"layer": "1", "head": "4", "query": "3"},
+     {"Layer": 1, "Head": 4, "Query token": 3}, ("Query token", 5), {"query": "5"}),
+    ("head_statistics", {"column": "punctuation"},
+     {"Colour the layer × head map by": "punctuation"},
+     ("Colour the layer × head map by", "mean_distance"), {"column": "mean_distance"}),
+    ("rollout", {"layer": "2"}, {"Layer": 2}, ("Layer", 4), {"layer": "4"}),
+    ("bertviz_views", {"view": "model"}, {"View": "model"}, ("View", "head"), {"view": "head"}),
+    ("causal_masks", {"weights": "copied", "steps_of": "bidirectional", "layer": "3",
+                      "first": "One two.", "forget": "true"},
+     {"Steps of": "bidirectional", "Layer": 3, "First sentence": "One two.",
+      "Leave the padding mask out": True},
+     ("Leave the padding mask out", False), {"forget": "false", "weights": "copied"}),
+    ("scaling", {"dk": "256", "keys": "12", "scaling_seed": "5"},
+     {"d_k, the size of each query and key vector": 256, "Number of keys": 12,
+      "Random draw (seed)": 5}, ("Number of keys", 20), {"keys": "20", "scaling_seed": "5"}),
+    ("adaptive_span", {"z": "5.5", "ramp": "4.0", "form": "causal", "per_head": "true",
+                       "z_head_2": "9.0"},
+     {"Span z (tokens)": 5.5, "Ramp width R (tokens)": 4.0, "z, head 2": 9.0,
+      "A different z for each head (the same in every layer)": True},
+     ("Ramp width R (tokens)", 1.5), {"ramp": "1.5", "z_head_2": "9.0", "form": "causal"}),
+    ("compare", {"pair": "Fruit flies.", "head": "3-7"},
+     {"Head to compare (most different first)": "3-7"},
+     ("Head to compare (most different first)", "0-0"), {"head": "0-0", "pair": "Fruit flies."}),
+    ("positions", {"count": "128", "dim": "64"}, {"Positions": 128,
+                                                  "Dimensions (sinusoidal encoding)": 64},
+     ("Positions", 256), {"count": "256", "dim": "64"}),
+]
+
+
+def shown_widgets(at: AppTest) -> dict:
+    values = {}
+    for kind in ("slider", "select_slider", "selectbox", "radio", "number_input", "text_input",
+                 "checkbox", "toggle"):
+        for widget in at.main.get(kind):
+            values.setdefault(widget.label, widget.value)
+    return values
+
+
+@pytest.mark.parametrize("page, link, shown, change, written", PAGES,
+                         ids=[page for page, *_ in PAGES])
+def test_a_page_restores_its_controls_from_the_link_and_writes_changes_back(
+        page, link, shown, change, written):
+    at = open_link(page, {"text": TEXT, **link})
+    values = shown_widgets(at)
+    for label, value in shown.items():
+        assert values[label] == value, label
+    controls = page_controls(ROOT / f"pages/{page}.py")
+    assert {name: at.query_params[name] for name in link} == {
+        name: text if name in SHARED else
+        link_text(read_value(controls.kind_of(controls.key_of(name)), text))
+        for name, text in link.items()}  # as written back: "4.0" stays "4.0", "true" "true"
+    assert set(at.query_params) - set(SHARED) <= {controls.name_of(key) for key in at.session_state
+                                                  if controls.kind_of(str(key))}
+    assert "not available" not in texts(at) and "left out" not in texts(at)
+
+    label, value = change
+    widget = next(w for w in at.main.get(type_of(at, label)) if w.label == label)
+    widget.set_value(value)
+    rerun(at)
+    for name, text in written.items():
+        assert at.query_params[name] == text, name
+    assert at.query_params["text"] == TEXT
+
+
+def type_of(at: AppTest, label: str) -> str:
+    for kind in ("slider", "select_slider", "selectbox", "radio", "number_input", "text_input",
+                 "checkbox", "toggle"):
+        if any(widget.label == label for widget in at.main.get(kind)):
+            return kind
+    raise AssertionError(f"no widget labelled {label!r}")
+
+
+def test_a_link_written_by_a_page_opens_the_same_view_in_a_new_session():
+    first = open_link("causal_masks", {"text": TEXT})
+    first.main.get("radio")[0].set_value("copied")
+    rerun(first)
+    by_label(first.main.get("slider"), "Head").set_value(2)
+    rerun(first)
+    link = dict(first.query_params)
+    assert link["weights"] == "copied" and link["head"] == "2" and link["first"] == "The cat sat."
+    second = open_link("causal_masks", link)
+    assert shown_widgets(second) == shown_widgets(first)
+    assert second.query_params == link
+
+
+def test_back_and_forward_reopen_earlier_queries_of_the_same_session():
+    at = open_link(None, {"text": TEXT, "layer": "5", "head": "5"})
+    earlier = dict(at.query_params)
+    at.slider[1].set_value(2)
+    rerun(at)
+    later = dict(at.query_params)
+    assert later["head"] == "2"
+    at.query_params.clear()  # the browser goes back: Streamlit reruns with that entry's query
+    at.query_params.update(earlier)
+    rerun(at)
+    assert at.slider[1].value == 5 and at.query_params == earlier
+    at.query_params.clear()
+    at.query_params.update(later)
+    rerun(at)
+    assert at.slider[1].value == 2 and at.query_params == later
+    assert_link(at, "attention_maps", {"text": TEXT, "layer": "5", "head": "2"})
+
+
+def test_a_whole_link_resets_what_it_leaves_out_and_a_partial_one_changes_only_what_it_names():
+    at = open_link(None, {"text": TEXT, "layer": "3", "head": "4", "merge": "true"})
+    at.query_params.clear()
+    at.query_params.update({"text": "Hello there.", "head": "1"})  # a whole view: layer 0
+    rerun(at)
+    assert [slider.value for slider in at.slider] == [0, 1]
+    assert at.session_state["sb_merge_words"] is False
+    partial = open_link(None, {"head": "6"}, state={"sb_text": "My own sentence."})
+    assert partial.sidebar.text_area[0].value == "My own sentence."
+    assert partial.slider[1].value == 6 and partial.query_params["text"] == "My own sentence."
+
+
+# --- the shared inputs ------------------------------------------------------------------------
+
+def test_the_shared_inputs_round_trip_through_a_link():
+    link = {"text": "Dog bites man.", "pair": "Man bites dog.", "model": "scratch-random",
+            "seed": "17", "merge": "true", "hide": "true", "keys": "4"}
+    at = open_link("scaling", link)  # a page that runs no model: only the sidebar is read
+    sidebar = at.sidebar
+    assert sidebar.text_area[0].value == "Dog bites man."
+    assert sidebar.text_input[0].value == "Man bites dog."
+    assert sidebar.radio[0].value == Kind.SCRATCH_RANDOM.value
+    assert sidebar.number_input[0].value == 17
+    assert [toggle.value for toggle in sidebar.toggle] == [True, True]
+    assert_link(at, "scaling", link)
+
+    decoder = open_link("scaling", {"text": "Hi.", "model": "decoder"})
+    assert decoder.sidebar.radio[0].value == Kind.DECODER.value
+    assert_link(decoder, "scaling", {"text": "Hi.", "model": "decoder", "dk": "64", "keys": "8",
+                                     "scaling_seed": "0"})
+    plain = open_link("scaling", {"text": "Hi."})
+    assert plain.sidebar.radio[0].value == Kind.ENCODER.value
+    assert_link(plain, "scaling", {"text": "Hi.", "model": None, "pair": None})
+
+
+def test_a_model_from_a_link_is_a_hub_id_or_a_folder_this_session_loaded(tmp_path):
+    folder = str(tmp_path / "my-model")
+    refused = open_link("scaling", {"text": "Hi.", "model": f"pretrained:{folder}"})
+    assert "which this session has not loaded" in texts(refused)
+    assert refused.session_state[MODEL_NAME] == DEFAULT_MODEL
+    assert "model" not in refused.query_params
+
+    mine = open_link("scaling", {"text": "Hi.", "model": f"scratch-copied:{folder}"},
+                     state={LOADED_NAMES: {folder}})  # loaded from this session's sidebar
+    assert mine.session_state[MODEL_NAME] == folder and "has not loaded" not in texts(mine)
+    assert mine.query_params["model"] == f"scratch-copied:{folder}"
+
+    missing = open_link("scaling", {"text": "Hi.", "model": "pretrained:no-such-org/no-model"})
+    assert "no-such-org/no-model" in texts(missing) and "built-in model" in texts(missing)
+    assert missing.session_state[MODEL_NAME] == DEFAULT_MODEL
+
+
+# --- values that do not exist fall back, with a note -----------------------------------------
+
+def test_values_that_do_not_exist_fall_back_with_a_note():
+    at = open_link(None, {"text": TEXT, "layer": "40", "head": "-2", "colour": "red"})
+    assert [slider.value for slider in at.slider] == [5, 0]
+    shown = texts(at)
+    assert "Layer 40 does not exist here (6 in all, 0 to 5): showing layer 5." in shown
+    assert "Head -2 does not exist here" in shown
+    assert "'colour' is not a setting of this page" in shown
+    assert_link(at, "attention_maps", {"text": TEXT, "layer": "5", "head": "0", "colour": None})
+
+    choice = open_link("head_statistics", {"text": TEXT, "column": "nonsense"})
+    assert choice.selectbox[0].value == "entropy_bits"
+    assert "The link's column=nonsense is not available here; showing entropy_bits." in \
+        texts(choice)
+    assert choice.query_params["column"] == "entropy_bits"
+
+    ranged = open_link("scaling", {"text": TEXT, "keys": "99", "dk": "256"})
+    assert by_label(ranged.slider, "Number of keys").value == 8  # its range is 2 to 32
+    assert ranged.select_slider[0].value == 256  # the valid value is kept
+    assert "The link's keys=99 is outside what this page allows; it was left out." in \
+        texts(ranged)
+    assert "keys" not in ranged.query_params or ranged.query_params["keys"] == "8"
+
+    typed = open_link("scaling", {"text": TEXT, "keys": "many"})
+    assert "The link's keys='many' is not a number; it was left out." in texts(typed)
+
+
+def test_shared_values_that_do_not_exist_fall_back_with_a_note():
+    at = open_link("scaling", {"text": "x" * 20_001, "model": "quantum", "seed": "-1",
+                               "merge": "maybe"})
+    shown = texts(at)
+    assert "Only the first 20,000 characters of the link's text are used." in shown
+    assert "The link's model 'quantum' is not one this app knows" in shown
+    assert "The link's seed '-1' is not a whole number" in shown
+    assert "The link's merge='maybe' is not true or false" in shown
+    assert len(at.sidebar.text_area[0].value) == 20_000
+    assert at.sidebar.radio[0].value == Kind.ENCODER.value
+    assert at.session_state["sb_merge_words"] is False
+
+
+# --- nothing else leaks into a link ---------------------------------------------------------
+
+def test_nothing_but_the_view_goes_into_a_link():
+    secret = "/srv/private/weights"
+    at = open_link("causal_masks", {"text": TEXT}, state={
+        LOAD_MESSAGE: ("success", f"Loaded '{secret}'."),
+        "masks_notes": "a private note",  # a session value with the page's prefix, no widget
+        "span_trained_result": "trained spans",  # another page's stored result
+        "sb_model_input": secret,  # typed but never loaded
+    })
+    by_label(at.text_input, "Second sentence").set_value("y" * 600)  # data, not a setting
+    rerun(at)
+    link = dict(at.query_params)
+    page = page_controls(ROOT / "pages/causal_masks.py")
+    assert set(link) <= set(SHARED) | {page.name_of(key) for key in page.kinds}
+    assert "second" not in link
+    everything = "&".join(f"{name}={value}" for name, value in link.items())
+    for leaked in (secret, "private note", "trained", "Loaded"):
+        assert leaked not in everything
+    assert link["text"] == TEXT
+
+
+def test_the_sidebar_offers_the_whole_link_to_copy():
+    at = open_link("all_heads", {"text": TEXT, "layer": "1", "head": "2"})
+    codes = [code.value for code in at.sidebar.code]
+    assert len(codes) == 1
+    assert re.fullmatch(r".*/all_heads\?text=Mario\+is\+short%2C\+but\+he\+can\+jump\+super\+high."
+                        r"&layer=1&head=2(&.*)?", codes[0]), codes[0]
+    default = open_link(None, {"text": DEFAULT_TEXT})
+    assert "/?text=Time+flies+like+an+arrow.&layer=0&head=0" in default.sidebar.code[0].value

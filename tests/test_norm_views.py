@@ -1,0 +1,42 @@
+"""The norm-based view (Kobayashi et al. 2020) on the attention-maps and head-statistics pages."""
+
+import numpy as np
+import torch
+
+from models.capture import run_captured
+from models.norm_attention import norm_maps
+from tests.app_support import array, figures, run_page, texts
+
+TEXT = "Time flies like an arrow."
+
+
+def direct_norms(default_model) -> np.ndarray:
+    inputs = dict(default_model.tokenizer(TEXT, return_tensors="pt"))
+    from models.capture import install
+
+    install(default_model.model)
+    return norm_maps(run_captured(default_model.model, inputs))
+
+
+def test_maps_page_shows_the_norm_map_beside_the_weights(default_model):
+    at = run_page("attention_maps", state={"maps_layer": 2, "maps_head": 7, "maps_norm": True})
+    weights, norm, grid = figures(at)
+    expected = direct_norms(default_model)[2, 7]
+    np.testing.assert_allclose(array(norm["data"][0]["z"]), expected, rtol=1e-4, atol=1e-5)
+    assert norm["layout"]["title"]["text"] == "Layer 2 · Head 7: ‖α·f(x)‖"
+    assert "per model token" in texts(at)
+    # what [CLS] gets by weight is far more than what it moves
+    z_weights = array(weights["data"][0]["z"])
+    assert z_weights[:, 0].sum() / z_weights.sum() > array(norm["data"][0]["z"])[:, 0].sum() / expected.sum() - 1e-6
+
+
+def test_statistics_table_has_norm_columns_only_on_model_tokens(default_model):
+    at = run_page("head_statistics")
+    table = at.dataframe[0].value
+    assert {"norm_cls", "norm_sep"} <= set(table.columns)
+    norms = direct_norms(default_model)
+    cls_share = (norms[..., 0] / norms.sum(-1)).mean(-1)  # (L, H), rows averaged
+    np.testing.assert_allclose(table["norm_cls"].to_numpy(), cls_share.reshape(-1), atol=1e-4)
+    merged = run_page("head_statistics", state={"sb_hide_special": True})
+    assert "norm_cls" not in merged.dataframe[0].value.columns
+    assert "switch the sidebar's token options off" in texts(merged)

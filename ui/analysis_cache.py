@@ -1,0 +1,147 @@
+"""Cached model runs for the "which heads matter" pages: detectors, ablation, knockout, norms.
+
+Each entry is keyed by the sidebar's model source and the input; models come from ui.cache, so
+they load once per server. Entries are few (a page shows one at a time) and bounded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import streamlit as st
+
+from models import ablation
+from models.ablation import Comparison, PreparedInput, Target
+from models.detectors import repeated_tokens_record
+from models.record import AttentionRecord
+from models.source import ModelSource
+from ui import cache
+from ui.links import shared_params
+
+MAX_ENTRIES = 8
+# A comparison keeps two full records: for a decoder at its token limit that is ~270 MB.
+MAX_COMPARISONS = 2
+TTL_SECONDS = 3600
+
+
+def prediction_kind(source: ModelSource) -> str | None:
+    """ablation.NEXT_TOKEN, ablation.MASKED_WORD, or None when the model predicts no token."""
+    model, tokenizer, _ = cache.model_and_tokenizer(source)
+    return ablation.prediction_kind(model, tokenizer, source.causal)
+
+
+def prepared(source: ModelSource, text: str, pair: str) -> PreparedInput:
+    model, tokenizer, limit = cache.model_and_tokenizer(source)
+    return ablation.prepare(model, tokenizer, limit, text, source.causal, source.label, pair)
+
+
+def masked(source: ModelSource, text: str, pair: str,
+           position: int) -> tuple[PreparedInput, Target]:
+    """For a masked LM: the input with the token at `position` masked, and that word as target."""
+    _, tokenizer, _ = cache.model_and_tokenizer(source)
+    return ablation.with_mask(prepared(source, text, pair), tokenizer, position)
+
+
+def _input_and_target(source: ModelSource, text: str, pair: str, mask_position: int | None,
+                      target_id: int | None) -> tuple[PreparedInput, Target]:
+    _, tokenizer, _ = cache.model_and_tokenizer(source)
+    if mask_position is not None:
+        return masked(source, text, pair, mask_position)
+    given = prepared(source, text, pair)
+    return given, ablation.next_token_target(given, tokenizer, target_id)
+
+
+@st.cache_resource(max_entries=MAX_ENTRIES, ttl=TTL_SECONDS, show_spinner="Running the model…")
+def baseline(source: ModelSource, text: str, pair: str, mask_position: int | None,
+             target_id: int | None = None) -> ablation.Outcome:
+    """The plain run's prediction. A causal LM without a target takes its own top next token."""
+    model, tokenizer, _ = cache.model_and_tokenizer(source)
+    if mask_position is None and target_id is None:
+        return ablation.predict(model, prepared(source, text, pair), tokenizer, keep_record=False)
+    given, target = _input_and_target(source, text, pair, mask_position, target_id)
+    return ablation.predict(model, given, tokenizer, target, keep_record=False)
+
+
+def target_id_of(source: ModelSource, text: str, pair: str, word: str) -> int:
+    """The token id of `word` as the next token (ValueError with one sentence when it has none)."""
+    _, tokenizer, _ = cache.model_and_tokenizer(source)
+    return ablation.target_from_text(prepared(source, text, pair), tokenizer, word).token_id
+
+
+@st.cache_resource(max_entries=MAX_COMPARISONS, ttl=TTL_SECONDS,
+                   show_spinner="Running the model with the heads ablated…")
+def head_ablation(source: ModelSource, text: str, pair: str, mask_position: int | None,
+                  target_id: int | None, heads: tuple[tuple[int, int], ...],
+                  mode: str) -> Comparison:
+    model, tokenizer, _ = cache.model_and_tokenizer(source)
+    given, target = _input_and_target(source, text, pair, mask_position, target_id)
+    return ablation.ablate_heads(model, given, tokenizer, target, heads, mode)
+
+
+@st.cache_resource(max_entries=MAX_ENTRIES, ttl=TTL_SECONDS, show_spinner=False)
+def importance(source: ModelSource, text: str, pair: str, mask_position: int | None,
+               target_id: int | None, mode: str,
+               _progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+    """(L, H) change of the target's log-probability with each head ablated alone."""
+    model, _, _ = cache.model_and_tokenizer(source)
+    given, target = _input_and_target(source, text, pair, mask_position, target_id)
+    return ablation.importance_grid(model, given, target, mode, progress=_progress).numpy()
+
+
+@st.cache_resource(max_entries=MAX_ENTRIES, ttl=TTL_SECONDS,
+                   show_spinner="Running the model with the edges blocked…")
+def knockout(source: ModelSource, text: str, pair: str, mask_position: int | None,
+             target_id: int | None, query: int, keys: tuple[int, ...],
+             layers: tuple[int, ...]) -> Comparison:
+    model, tokenizer, _ = cache.model_and_tokenizer(source)
+    given, target = _input_and_target(source, text, pair, mask_position, target_id)
+    return ablation.knockout(model, given, tokenizer, target, query, keys, layers,
+                             keep_records=False)
+
+
+@st.cache_resource(max_entries=MAX_ENTRIES, ttl=TTL_SECONDS,
+                   show_spinner="Running the model on random tokens repeated twice…")
+def repeated_tokens(source: ModelSource, count: int, seed: int) -> AttentionRecord:
+    model, tokenizer, limit = cache.model_and_tokenizer(source)
+    return repeated_tokens_record(model, tokenizer, limit, source.causal, source.label, count,
+                                  seed)
+
+
+def norm_maps(source: ModelSource, text: str, pair: str) -> np.ndarray:
+    """(L, H, Q, K) ||alpha f(x)|| of every head for the sidebar's input (model tokens), from the
+    sidebar trace's own value norms: no extra model run."""
+    trace = cache.trace(source, text, pair)
+    return np.stack([trace.norm_weights(layer) for layer in range(trace.record.num_layers)])
+
+
+def model_tokens(source: ModelSource, text: str, pair: str) -> tuple[str, ...]:
+    """The sidebar input's tokens as the model reads them (no token options applied)."""
+    return cache.trace(source, text, pair).record.tokens
+
+
+MAPS_PAGE = "pages/attention_maps.py"
+OPEN_REQUEST = "analysis_open_head"  # session key: a head button was clicked
+
+
+def _request_open(layer: int, head: int) -> None:
+    """Button callback: remember the head; the page then switches (callbacks cannot)."""
+    st.session_state["maps_layer"] = int(layer)
+    st.session_state["maps_head"] = int(head)
+    st.session_state[OPEN_REQUEST] = True
+
+
+def open_head_buttons(heads: list[tuple[int, int, str]], key: str) -> None:
+    """One button per (layer, head, note): a click opens that head on the attention-maps page.
+
+    The switch carries the whole view as a link (ui.links): st.switch_page starts the new page
+    without the browser's widget values, so the sidebar's input travels in the link.
+    """
+    if st.session_state.pop(OPEN_REQUEST, False):
+        st.switch_page(MAPS_PAGE, query_params={
+            **shared_params(), "layer": str(st.session_state["maps_layer"]),
+            "head": str(st.session_state["maps_head"])})
+    columns = st.columns(len(heads)) if heads else []
+    for column, (layer, head, note) in zip(columns, heads):
+        column.button(f"Open layer {layer} · head {head}", key=f"{key}_{layer}_{head}",
+                      help=note or None, on_click=_request_open, args=(layer, head))

@@ -1,0 +1,197 @@
+"""Fine-tuned classifiers, trained once per server and shared by every session.
+
+A model is keyed by a hash of the data and the settings (and the pretrained encoder's name).
+Training runs in a background thread, one training at a time on this server (two at once would
+only share the same two cores); a session that asks for a model another session is already
+training follows that same job's progress and then reuses its result. So pressing "train" twice,
+or from thirty sessions at once, trains once, and a session that leaves the page does not stop a
+training others are waiting for. At most MAX_MODELS trained models are kept (the least recently
+used is dropped): a fine-tuned MiniLM copy is about 90 MB, a from-scratch classifier about 20 MB.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import streamlit as st
+
+from models.classifier import (Prediction, encoder_record, predict_one, pretrained_classifier,
+                               scratch_classifier, scratch_encoder_config, with_head)
+from models.finetune import PRETRAINED, FinetuneResult, FinetuneSettings, finetune
+from models.labelled_data import LabelledData
+from models.record import AttentionRecord
+from ui import cache
+
+MAX_MODELS = 4
+POLL_SECONDS = 0.25  # how often a waiting page redraws the progress bar
+COMPARISONS_KEPT = 32
+
+
+class TrainingJob:
+    """One training, run in its own thread; any number of sessions may wait on it."""
+
+    def __init__(self, key: str, train: Callable[[Callable[[float, str], None]], FinetuneResult]):
+        self.key = key
+        self.fraction = 0.0
+        self.message = "Waiting for another training on this server to finish…"
+        self.result: FinetuneResult | None = None
+        self.error: Exception | None = None
+        self.done = threading.Event()
+        self._train = train
+
+    def report(self, fraction: float, message: str) -> None:
+        self.fraction, self.message = fraction, message
+
+    def run(self) -> None:
+        try:
+            self.result = self._train(self.report)
+        except Exception as error:  # handed to every waiting session as one sentence
+            self.error = error
+        finally:
+            self.done.set()
+
+    @classmethod
+    def finished(cls, key: str, result: FinetuneResult) -> TrainingJob:
+        job = cls(key, lambda report: result)
+        job.result, job.fraction = result, 1.0
+        job.done.set()
+        return job
+
+
+class TrainedModels:
+    """A bounded, thread-safe store of trained results with at most one training per key."""
+
+    def __init__(self, capacity: int = MAX_MODELS):
+        if capacity < 1:
+            raise ValueError("capacity must be at least 1")
+        self.capacity = capacity
+        self.trainings = 0  # how many trainings actually ran (the tests read it)
+        self._results: OrderedDict[str, FinetuneResult] = OrderedDict()
+        self._jobs: dict[str, TrainingJob] = {}
+        self._lock = threading.Lock()  # guards _results, _jobs and trainings
+        self._one_at_a_time = threading.Lock()  # one training on this server at a time
+
+    def get(self, key: str) -> FinetuneResult | None:
+        with self._lock:
+            result = self._results.get(key)
+            if result is not None:
+                self._results.move_to_end(key)
+            return result
+
+    def put(self, key: str, result: FinetuneResult) -> None:
+        with self._lock:
+            self._results[key] = result
+            self._results.move_to_end(key)
+            while len(self._results) > self.capacity:
+                self._results.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._results)
+
+    def job(self, key: str, train) -> TrainingJob:
+        """The finished job, the one in flight for `key`, or a new one (started here)."""
+        with self._lock:
+            if key in self._results:
+                self._results.move_to_end(key)
+                return TrainingJob.finished(key, self._results[key])
+            if key in self._jobs:
+                return self._jobs[key]
+            job = TrainingJob(key, train)
+            self._jobs[key] = job
+        threading.Thread(target=self._run, args=(job,), name=f"finetune-{key[:8]}",
+                         daemon=True).start()
+        return job
+
+    def _run(self, job: TrainingJob) -> None:
+        with self._one_at_a_time:
+            with self._lock:
+                self.trainings += 1
+            job.run()
+        if job.result is not None:
+            self.put(job.key, job.result)
+        with self._lock:
+            self._jobs.pop(job.key, None)
+
+    def result(self, key: str, train, on_progress: Callable[[float, str], None] | None = None
+               ) -> FinetuneResult:
+        """Train (or wait for the training of) `key`, reporting progress; raise its error."""
+        job = self.job(key, train)
+        while not job.done.wait(POLL_SECONDS):
+            if on_progress is not None:
+                on_progress(job.fraction, job.message)
+        if job.error is not None:
+            raise job.error
+        return job.result
+
+
+@st.cache_resource
+def store() -> TrainedModels:
+    """The one store of this server process."""
+    return TrainedModels(MAX_MODELS)
+
+
+def training_key(encoder_name: str, data: LabelledData, settings: FinetuneSettings) -> str:
+    text = f"{encoder_name}|{data.fingerprint}|{settings!r}"
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def cached(encoder_name: str, data: LabelledData, settings: FinetuneSettings
+           ) -> FinetuneResult | None:
+    """The trained result if this server already has it (never trains)."""
+    return store().get(training_key(encoder_name, data, settings))
+
+
+def _trainer(encoder_name: str, data: LabelledData, settings: FinetuneSettings):
+    loaded = cache.pretrained(encoder_name)
+
+    def train(report: Callable[[float, str], None]) -> FinetuneResult:
+        # Its own tokenizer: a fast tokenizer shared with sessions encoding at the same moment
+        # can fail ("Already borrowed"), and training calls it for every batch.
+        tokenizer = copy.deepcopy(loaded.tokenizer)
+        if settings.encoder == PRETRAINED:
+            classifier = pretrained_classifier(loaded.model, data.num_classes, settings.pooling,
+                                               settings.seed)
+        else:
+            classifier = scratch_classifier(scratch_encoder_config(len(tokenizer)),
+                                            data.num_classes, settings.pooling, settings.seed)
+        return finetune(classifier, tokenizer, data, settings, report)
+    return train
+
+
+def trained(encoder_name: str, data: LabelledData, settings: FinetuneSettings,
+            on_progress: Callable[[float, str], None] | None = None) -> FinetuneResult:
+    """Train once per server (or wait for the training already running) and return the result."""
+    return store().result(training_key(encoder_name, data, settings),
+                          _trainer(encoder_name, data, settings), on_progress)
+
+
+@dataclass(frozen=True)
+class BeforeAfter:
+    """One sentence through the pretrained encoder with its fresh head, and after fine-tuning."""
+
+    before: Prediction
+    after: Prediction
+    before_record: AttentionRecord
+    after_record: AttentionRecord
+
+
+@st.cache_resource(max_entries=COMPARISONS_KEPT, show_spinner="Running the sentence…")
+def before_after(key: str, encoder_name: str, text: str, _result: FinetuneResult) -> BeforeAfter:
+    """`key` is the training key: `_result` (not hashed) is the model it names."""
+    loaded = cache.pretrained(encoder_name)
+    limit = _result.settings.max_tokens
+    untrained = with_head(_result.classifier, loaded.model, _result.initial_head)
+    before_record = encoder_record(loaded.model, loaded.tokenizer, text, loaded.max_tokens,
+                                   encoder_name)
+    after_record = encoder_record(_result.classifier.encoder, loaded.tokenizer, text,
+                                  loaded.max_tokens, f"{encoder_name}, fine-tuned")
+    return BeforeAfter(
+        before=predict_one(untrained, loaded.tokenizer, text, limit, _result.class_names),
+        after=predict_one(_result.classifier, loaded.tokenizer, text, limit, _result.class_names),
+        before_record=before_record, after_record=after_record,
+    )
