@@ -5,6 +5,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from ui.examples import examples_menu
 from ui.links import LinkedView
 from ui.state import sidebar
 
@@ -29,6 +30,7 @@ page = st.navigation({
         st.Page("pages/generation.py", title="Generation, step by step", icon=":material/edit_note:"),
     ],
     "How attention works": [
+        st.Page("pages/lessons.py", title="Lessons", icon=":material/school:"),
         st.Page("pages/causal_masks.py", title="Causal and padding masks", icon=":material/change_history:"),
         st.Page("pages/adaptive_span.py", title="Adaptive attention span", icon=":material/width:"),
         st.Page("pages/scaling.py", title="Why attention is scaled", icon=":material/straighten:"),
@@ -39,6 +41,7 @@ page = st.navigation({
 })
 view = LinkedView.restore(page)  # the URL's view into the session, before any widget exists
 sidebar()
+examples_menu()  # the chapters' examples, one click each
 view.share()  # the session's view into the URL, and "Link to this view" in the sidebar
 try:
     page.run()

@@ -58,3 +58,31 @@ def row_arithmetic(trace: Trace, layer: int, head: int, query_index: int) -> Row
         output=weights @ values, model_output=trace.context[layer, head, query_index],
         kv_head=kv_head, kv_group=trace.kv_group, rotary=trace.rotary,
     )
+
+
+@dataclass(frozen=True)
+class KeyProducts:
+    """q · k for one key taken apart: the products q_d k_d, one per dimension, and their sum."""
+
+    key_index: int
+    query: np.ndarray  # (Dh,)
+    key: np.ndarray  # (Dh,)
+    products: np.ndarray  # (Dh,) q_d * k_d
+    total: float  # sum_d q_d k_d, added up in float64
+    dot: float  # q . k as the row's step 1 has it
+
+    @property
+    def difference(self) -> float:
+        """|sum of the products - q . k|: float rounding only."""
+        return abs(self.total - self.dot)
+
+
+def key_products(row: RowArithmetic, key_index: int) -> KeyProducts:
+    """The element-wise products behind one key's q · k (what bertviz's neuron view shows)."""
+    if not 0 <= key_index < len(row.dots):
+        raise ValueError(f"key {key_index} does not exist: the row has {len(row.dots)} keys")
+    key = row.keys[key_index]  # (Dh,)
+    products = row.query * key  # (Dh,)
+    return KeyProducts(key_index=key_index, query=row.query, key=key, products=products,
+                       total=float(products.astype(np.float64).sum()),
+                       dot=float(row.dots[key_index]))

@@ -9,21 +9,16 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import numpy as np
-import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
-from models.capture import install
 from models.conversion import (
     Progress, converted_folder, ensure_converted, manifest_stamp, no_progress,
 )
 from models.errors import ModelLoadError
-from models.loader_checks import check_weights_cover, loading_boundary
-from models.pretrained import ENCODER_TYPES, LoadedModel, _read_config, checked_folder
-from models.record import AttentionRecord
-from models.tokenize import encode, first_item_attentions
+from models.pretrained import (ENCODER_TYPES, LoadedModel, _read_config, build_checked,
+                               checked_folder)
 
 DEFAULT_DECODER = "HuggingFaceTB/SmolLM2-135M-Instruct"
 ATTENTION_BUDGET_BYTES = 128 * 2**20  # float32 attentions of one record, every layer and head
@@ -80,21 +75,8 @@ def load_causal_lm(name: str, source: str | Path | None = None) -> LoadedModel:
             f"Could not load '{name}': it is a '{config.model_type}' model, not a causal "
             "language model (a decoder such as gpt2 or llama)."
         )
-    with loading_boundary(name, folder):
-        model, info = AutoModelForCausalLM.from_pretrained(
-            folder, config=config, attn_implementation="eager", use_safetensors=True,
-            trust_remote_code=False, dtype=torch.float32, local_files_only=True,
-            output_loading_info=True,
-        )
-        try:
-            check_weights_cover(name, info["missing_keys"])
-        except ModelLoadError:
-            del model  # nothing half-loaded stays behind
-            raise
-        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False,
-                                                  local_files_only=True)
-        max_tokens = _max_tokens(config, tokenizer)
-    install(model.eval())
+    model, tokenizer, _ = build_checked(name, folder, config, AutoModelForCausalLM)
+    max_tokens = _max_tokens(config, tokenizer)
     return LoadedModel(name=name, model=model, tokenizer=tokenizer, max_tokens=max_tokens)
 
 
@@ -112,38 +94,3 @@ def _whole(value) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 1:
         return 0
     return int(min(value, 2**31))
-
-
-def run_decoder(loaded: LoadedModel, text: str, pair: str | None = None) -> AttentionRecord:
-    """Text -> the decoder's own attention weights, one map per layer and query head.
-
-    Tokens are kept as the tokenizer writes them (byte-level BPE marks a leading space as "Ġ"),
-    and the tokenizer adds a BOS token only if the model's own tokenizer does (SmolLM2's and
-    GPT-2's do not). A second sentence continues the first after a space. With grouped-query
-    attention the eager path repeats each key/value head for its group, so there is one map per
-    query head.
-    """
-    continuation = f" {pair.strip()}" if pair and pair.strip() else None
-    encoded = encode(loaded.tokenizer, text, continuation, loaded.max_tokens)
-    with torch.inference_mode():
-        output = loaded.model(input_ids=encoded.input_ids, attention_mask=encoded.attention_mask,
-                              output_attentions=True, use_cache=False)
-    if not output.attentions:
-        raise ModelLoadError(
-            f"'{loaded.name}' returned no attention weights (it must run with eager attention)."
-        )
-    weights = first_item_attentions(output.attentions)  # (L, H, Q, K)
-    future = np.triu(np.ones(weights.shape[-2:], dtype=bool), k=1)  # (Q, K)
-    if weights[..., future].any():
-        raise ModelLoadError(f"'{loaded.name}' attends to later tokens: it is not a causal decoder.")
-    return AttentionRecord(
-        tokens=encoded.tokens,
-        weights=weights,
-        source=loaded.name,
-        masks=("causal",),
-        segment_ids=encoded.segment_ids,
-        special_positions=encoded.special_positions,
-        dropped_tokens=encoded.dropped_tokens,
-    )
-
-

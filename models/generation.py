@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from models.predictions import Candidate, candidate, top_candidates
-from models.record import ROW_SUM_TOLERANCE, AttentionRecord
+from models.record import ROW_SUM_TOLERANCE
 from models.tokenize import encode, first_item_attentions
 
 MAX_NEW_TOKENS = 100  # most new tokens one request may ask for

@@ -15,14 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+from transformers import AutoModelForSeq2SeqLM
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
                                                     MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES)
 
 from models.errors import ModelLoadError
-from models.loader_checks import check_weights_cover, loading_boundary
-from models.pretrained import ENCODER_TYPES, LoadedModel, _read_config, checked_folder
+from models.pretrained import (ENCODER_TYPES, LoadedModel, _read_config, build_checked,
+                               checked_folder)
 from models.record import AttentionRecord
 from models.tokenize import first_item_attentions
 
@@ -77,20 +77,7 @@ def load_seq2seq(name: str) -> LoadedModel:
             f"Could not load '{name}': it is a '{config.model_type}' model ({_kind(config.model_type)}), "
             f"and this page needs an encoder–decoder such as {EXAMPLES}."
         )
-    with loading_boundary(name, folder):
-        model, info = AutoModelForSeq2SeqLM.from_pretrained(
-            folder, config=config, attn_implementation="eager", use_safetensors=True,
-            trust_remote_code=False, dtype=torch.float32, local_files_only=True,
-            output_loading_info=True,
-        )
-        try:
-            check_weights_cover(name, info["missing_keys"])
-        except ModelLoadError:
-            del model  # nothing half-loaded stays behind
-            raise
-        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False,
-                                                  local_files_only=True)
-    model.eval()
+    model, tokenizer, _ = build_checked(name, folder, config, AutoModelForSeq2SeqLM)
     positions = getattr(config, "max_position_embeddings", None) or MAX_SOURCE_TOKENS
     tokenizer_limit = getattr(tokenizer, "model_max_length", positions) or positions
     return LoadedModel(name=name, model=model, tokenizer=tokenizer,

@@ -73,6 +73,11 @@ class LabelledData:
     def class_counts(self) -> tuple[int, ...]:
         return tuple(self.labels.count(c) for c in range(self.num_classes))
 
+    def split_counts(self, held_out: bool) -> tuple[int, ...]:
+        """Sentences per class in the training part (False) or the held-out part (True)."""
+        _, labels = self.part(held_out)
+        return tuple(labels.count(c) for c in range(self.num_classes))
+
     @property
     def fingerprint(self) -> str:
         """A hash of everything training reads: texts, labels, split and class names."""

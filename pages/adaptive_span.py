@@ -2,6 +2,7 @@ import streamlit as st
 
 from models.adaptive_span import apply_span, ramp_curve
 from models.span_training import SpanTrainingConfig, load_learned_spans, train_span_model
+from ui import charts
 from ui.routing import through_app
 from ui.state import current_record, index_slider
 from viz.span import (
@@ -35,7 +36,7 @@ left, right = st.columns(2)
 span = left.slider("Span z (tokens)", 0.0, MAX_SPAN, 3.0, STEP, key="span_z")
 ramp = right.slider("Ramp width R (tokens)", MIN_RAMP, MAX_RAMP, 2.0, STEP, key="span_ramp")
 curve = ramp_curve(span, ramp, span + ramp + RAMP_VIEW_MARGIN)
-st.plotly_chart(ramp_figure(curve.distances, curve.values, span, ramp), key="span_ramp_chart")
+charts.show(ramp_figure(curve.distances, curve.values, span, ramp), key="span_ramp_chart")
 st.caption(f"Up to distance {span:g} a key keeps all its weight; at {span + ramp / 2:g} half of "
            f"it; from {span + ramp:g} on none. The slope is −1/R, so the gradient with respect "
            "to z comes only from keys on the ramp.")
@@ -72,13 +73,13 @@ if record is not None:
     before, after = before_after_heatmaps(record, applied.record, layer, head,
                                           float(applied.spans[layer, head]), ramp)
     left, right = st.columns(2)
-    left.plotly_chart(before, key="span_before")
-    right.plotly_chart(after, key="span_after")
+    charts.show(before, key="span_before", container=left)
+    charts.show(after, key="span_after", container=right)
     st.metric("Attention mass this span removes from the head (mean over rows)",
               f"{applied.mean_removed(layer, head):.1%}")
-    st.plotly_chart(removed_mass_figure(record.tokens, applied.removed[layer, head],
-                                        applied.emptied[layer, head], layer, head),
-                    key="span_removed")
+    charts.show(removed_mass_figure(record.tokens, applied.removed[layer, head],
+                                    applied.emptied[layer, head], layer, head),
+                key="span_removed")
     emptied = applied.emptied_rows(layer, head)
     if emptied:
         names = ", ".join(f"{record.tokens[q]!r} (#{q})" for q in emptied)
@@ -126,6 +127,6 @@ if result is not None:
         f"after training: previous symbol {result.accuracy['previous']:.1%}, first symbol "
         f"{result.accuracy['first']:.1%}."
     )
-    st.plotly_chart(learned_spans_figure(result.span_array, settings.max_span, settings.ramp,
-                                         result.ablation), key="span_learned")
-    st.plotly_chart(loss_figure(result.loss_steps, result.losses), key="span_loss")
+    charts.show(learned_spans_figure(result.span_array, settings.max_span, settings.ramp,
+                                     result.ablation), key="span_learned")
+    charts.show(loss_figure(result.loss_steps, result.losses), key="span_loss")

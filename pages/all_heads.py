@@ -1,20 +1,31 @@
 import streamlit as st
 
+from ui.charts import show
 from ui.downloads import export_buttons
 from ui.routing import through_app
 from ui.state import current_record, index_slider
 from viz.heatmap import attention_heatmap
-from viz.overview import all_heads_figure
+from viz.overview import all_heads_figure, clicked_tile
 
 through_app()
+
+
+def open_clicked_tile(num_layers: int, num_heads: int) -> None:
+    """Runs before the rerun a click on the mosaic starts: the clicked tile becomes the layer and
+    head of the sliders (which are not drawn yet, so they may still be set)."""
+    event = st.session_state.get("all_mosaic") or {}
+    points = (event.get("selection") or {}).get("points") or []
+    tile = clicked_tile(points, num_layers, num_heads)
+    if tile is not None:
+        st.session_state["all_layer"], st.session_state["all_head"] = tile
 
 st.title("All heads at once")
 st.markdown(
     "Every layer (rows) and every head (columns) of the model, side by side on one colour "
     "scale. Look for patterns that repeat: a bright diagonal is a head that attends to the token "
     "itself, a line just below it attends to the previous token, a bright column is a token that "
-    "collects attention from everyone (often `[SEP]` or `[CLS]`). Pick a layer and head to open "
-    "it large, with exact values on hover."
+    "collects attention from everyone (often `[SEP]` or `[CLS]`). Click a tile (or pick a layer "
+    "and head) to open it large below, with exact values on hover."
 )
 record = current_record()
 if record is not None:
@@ -31,6 +42,8 @@ if record is not None:
     if record.num_tokens > 64:
         st.caption(f"{record.num_tokens} tokens: each thumbnail shows the largest weight of each "
                    "block of tokens, so thin patterns stay visible; the enlarged head below is exact.")
-    st.plotly_chart(all_heads_figure(record, (layer, head)), key="all_mosaic")
-    st.plotly_chart(attention_heatmap(record, layer, head), key="all_heatmap")
+    shape = (record.num_layers, record.num_heads)
+    show(all_heads_figure(record, (layer, head)), "all_mosaic",
+         on_select=lambda: open_clicked_tile(*shape), selection_mode="points")
+    show(attention_heatmap(record, layer, head), "all_heatmap")
     export_buttons(record, layer, head, "all_export")

@@ -2,6 +2,7 @@ import streamlit as st
 
 from models.errors import ModelLoadError
 from models.source import Kind
+from ui import charts
 from ui import cache, teaching_cache as teach
 from ui.routing import through_app
 from ui.state import index_slider, sidebar_input
@@ -11,11 +12,12 @@ from viz.masks import mask_steps_figures, side_by_side
 through_app()
 
 st.title("Causal and padding masks")
-st.markdown(
+intro, picture = st.columns([1, 2], gap="medium")  # the controls beside the maps they drive
+intro.markdown(
     "An encoder such as BERT lets every token look at every other token, left and right. A "
     "decoder that writes text one token at a time must not peek at the words it has not written "
     "yet, so each token may attend only to itself and the tokens **before** it. That rule is a "
-    "mask: a lower-triangular grid of allowed cells. Below, the sidebar sentence runs through "
+    "mask: a lower-triangular grid of allowed cells. Here the sidebar sentence runs through "
     "two copies of the from-scratch encoder that share **every weight**; one of them applies "
     "the causal mask, so any difference you see comes from the mask alone."
 )
@@ -25,8 +27,8 @@ text, pair, name = given.text, given.pair, given.encoder_name
 seed = given.source.seed if given.source.kind is Kind.SCRATCH_RANDOM else 0
 WEIGHTS = {"random": f"Random weights (seed {seed})",
            "copied": f"{name}'s pretrained weights, copied in"}
-choice = st.radio("Weights of the from-scratch encoder", list(WEIGHTS), format_func=WEIGHTS.get,
-                  key="masks_weights", horizontal=True)
+choice = intro.radio("Weights of the from-scratch encoder", list(WEIGHTS),
+                     format_func=WEIGHTS.get, key="masks_weights")
 copied = choice == "copied"
 
 if not text.strip():
@@ -34,7 +36,7 @@ if not text.strip():
     st.stop()
 try:
     if copied and cache.pretrained(name).model_type != "bert":
-        st.warning(f"Weights can be copied only from a BERT model; '{name}' is not one. "
+        st.warning(f"Weights can be copied only from a BERT model; '{plain(name)}' is not one. "
                    "Using random weights.")
         copied = False
     bidirectional = teach.steps(name, seed, copied, False, text, pair)
@@ -43,25 +45,24 @@ except (ModelLoadError, ValueError) as error:
     st.error(plain(str(error)))
     st.stop()
 
-left, right = st.columns(2)
-layer = index_slider("Layer", causal.record.num_layers, "masks_layer", left)
-head = index_slider("Head", causal.record.num_heads, "masks_head", right)
-st.caption(f"{causal.record.num_tokens} tokens · {causal.record.source}")
+layer = index_slider("Layer", causal.record.num_layers, "masks_layer", intro)
+head = index_slider("Head", causal.record.num_heads, "masks_head", intro)
+intro.caption(f"{causal.record.num_tokens} tokens · {causal.record.source}")
 if causal.record.dropped_tokens:
     st.warning(f"The input is longer than the encoder's {causal.record.num_tokens} positions: "
                f"the last {causal.record.dropped_tokens} tokens were dropped.")
 
-st.subheader("Bidirectional and causal, side by side")
-st.markdown(
+picture.subheader("Bidirectional and causal, side by side")
+charts.show(side_by_side((bidirectional.record, causal.record), layer, head,
+                         ("Bidirectional (encoder)", "Causal (decoder)")),
+            key="masks_side_by_side", container=picture)
+picture.markdown(
     "On the left every row spreads its attention over the whole sentence. On the right row *i* "
     "can only use columns 0 to *i*: everything above the diagonal is exactly 0, the first token "
     "attends only to itself, and each row still adds up to 1. In layer 0 both copies compute "
     "the same raw scores (they see the same embeddings); from layer 1 on the causal copy's "
     "hidden states were themselves built from the past only, so its scores differ as well."
 )
-st.plotly_chart(side_by_side((bidirectional.record, causal.record), layer, head,
-                             ("Bidirectional (encoder)", "Causal (decoder)")),
-                key="masks_side_by_side")
 
 st.subheader("Inside one head: from scores to weights")
 shown = st.radio("Steps of", ("causal", "bidirectional"), key="masks_steps_of", horizontal=True)
@@ -77,7 +78,7 @@ figures = mask_steps_figures(steps.record, steps.scores(layer)[head], steps.allo
                              steps.query.shape[-1], layer, head)
 columns = st.columns(2) + st.columns(2)
 for index, (column, figure) in enumerate(zip(columns, figures)):
-    column.plotly_chart(figure, key=f"masks_step_{index}")
+    charts.show(figure, key=f"masks_step_{index}", container=column)
 st.caption(
     f"The scores are q · k of the query and key vectors layer {layer} computed in the same "
     f"forward pass; the softmax of ③ matches the weights the encoder itself returned to within "
@@ -108,7 +109,7 @@ except (ModelLoadError, ValueError) as error:
 records = batch.unmasked if forget else batch.masked
 titles = tuple(f"Sentence {i + 1}: {n} tokens + {batch.num_tokens - n} padding"
                for i, n in enumerate(batch.lengths))
-st.plotly_chart(side_by_side(records, layer, head, titles), key="masks_padding")
+charts.show(side_by_side(records, layer, head, titles), key="masks_padding")
 short = min(range(len(batch.lengths)), key=batch.lengths.__getitem__)
 if not batch.is_padded:
     st.info("Both sentences have the same number of tokens, so there is no padding: make one "

@@ -1,7 +1,7 @@
 import streamlit as st
 
 from models.errors import ModelLoadError
-from ui import cache
+from ui import cache, charts
 from ui.routing import through_app
 from ui.state import loaded_source, sidebar_input
 from ui.text import plain
@@ -51,7 +51,7 @@ st.dataframe(table, key="compare_table", hide_index=True, column_config={
     "aligned_jsd": st.column_config.NumberColumn("aligned_jsd", format="%.3f",
                                                  help="difference position by position"),
 })
-st.plotly_chart(difference_heatmap(table), key="compare_grid")
+charts.show(difference_heatmap(table), key="compare_grid")
 labels = {f"{row.layer}-{row.head}":  # "layer-head", so the choice can go into a link
           f"layer {row.layer} · head {row.head} (difference {row.difference:.3f})"
           for row in table.itertuples()}
@@ -60,5 +60,5 @@ chosen = st.selectbox("Head to compare (most different first)", list(labels),
 layer, head = (int(number) for number in chosen.split("-"))
 left, right = st.columns(2)
 first_figure, second_figure = side_by_side(first_view.record, second_view.record, layer, head)
-left.plotly_chart(first_figure, key="compare_first_map")
-right.plotly_chart(second_figure, key="compare_second_map")
+charts.show(first_figure, key="compare_first_map", container=left)
+charts.show(second_figure, key="compare_second_map", container=right)

@@ -5,8 +5,10 @@ import streamlit as st
 from models.errors import ModelLoadError
 from models.hf_seq2seq import DEFAULT_NEW_TOKENS, MAX_TARGET_TOKENS
 from models.translation_task import EXAMPLE_SENTENCES, SPECIALS
+from ui import charts
 from ui import seq2seq_cache as cache
 from ui.state import index_slider
+from ui.text import plain
 from viz.bertviz_views import HEAD_VIEW, MODEL_VIEW, encoder_decoder_fits, shared_layers
 from viz.heatmap import attention_heatmap
 from viz.overview import all_heads_figure
@@ -76,11 +78,11 @@ if choice == TOY:
     try:
         run = cache.toy_translation(source)
     except ValueError as error:
-        st.error(str(error))
+        st.error(plain(str(error)))
     if run is not None:
         verdict = ("" if run.correct is None else " (the grammar's own translation)" if run.correct
                    else f" (the grammar says: *{' '.join(run.reference)}*)")
-        st.success(f"Translation: **{run.text}**{verdict}")
+        st.success(f"Translation: **{plain(run.text)}**{verdict}")
 else:
     st.caption("T5, BART, Marian and other encoder–decoders load by Hugging Face id or local folder "
                "(config.json, .safetensors weights and tokenizer files). A real one such as "
@@ -92,7 +94,7 @@ else:
     right.button("Load", key="xattn_hf_load", on_click=_load_hf)
     message = st.session_state.get(HF_MESSAGE)
     if message:
-        (st.error if message[0] == "error" else st.success)(message[1])
+        (st.error if message[0] == "error" else st.success)(plain(message[1]))
     target = st.text_input("Target text (optional: leave empty and the model writes its own)",
                            key="xattn_target", max_chars=600)
     new_tokens = st.slider("Tokens to write", 1, MAX_TARGET_TOKENS, DEFAULT_NEW_TOKENS,
@@ -104,11 +106,11 @@ else:
         try:
             result = cache.hf_run(name, source, target.strip(), new_tokens)
         except (ValueError, ModelLoadError) as error:
-            st.error(str(error))
+            st.error(plain(str(error)))
         else:
             run = result
-            st.success(f"{'Generated' if result.generated else 'Read'} by {name}: "
-                       f"**{result.output_text or '(nothing)'}**")
+            st.success(f"{'Generated' if result.generated else 'Read'} by {plain(name)}: "
+                       f"**{plain(result.output_text) or '(nothing)'}**")
 
 if run is not None:
     records = {"cross": run.cross, "decoder": run.decoder, "encoder": run.encoder}
@@ -125,25 +127,26 @@ if run is not None:
     st.markdown(f"Step {step + 1} of {steps}: reading *{read}*, the decoder wrote "
                 f"**{run.output_tokens[step]}**. Its cross-attention over the source "
                 f"(layer {layer}, head {head}):")
-    st.plotly_chart(step_row_figure(run.cross, step, layer, head), key="xattn_row")
+    charts.show(step_row_figure(run.cross, step, layer, head), key="xattn_row")
     st.caption(f"{KIND_LABELS[kind]} · {record.num_tokens} queries × {record.num_keys} keys · "
                f"{record.source}")
-    st.plotly_chart(attention_heatmap(record, layer, head), key="xattn_heatmap")
+    charts.show(attention_heatmap(record, layer, head), key="xattn_heatmap")
     st.subheader("Every head of the cross-attention")
-    st.plotly_chart(all_heads_figure(run.cross, (layer, head)), key="xattn_all_heads")
+    charts.show(all_heads_figure(run.cross, (layer, head)), key="xattn_all_heads")
 
     if translator is not None:
         st.subheader("Training: watch the alignment form")
         shown = st.session_state.get(RETRAINED) or translator
         st.metric("Held-out sentences translated exactly right", f"{shown.held_out_accuracy:.1%}",
                   help="Greedy translations of sentences never seen in training.")
-        st.plotly_chart(loss_curve_figure(shown.losses, cache.snapshot_steps(shown.snapshots)),
-                        key="xattn_loss")
+        charts.show(loss_curve_figure(shown.losses, cache.snapshot_steps(shown.snapshots)),
+                    key="xattn_loss")
         snapshots = st.empty()
         snapshot_layer = min(layer, shown.snapshots[0].cross.num_layers - 1)
-        snapshots.plotly_chart(snapshots_figure(tuple(s.cross for s in shown.snapshots),
-                                                cache.snapshot_steps(shown.snapshots),
-                                                snapshot_layer, head), key="xattn_snapshots")
+        charts.show(snapshots_figure(tuple(s.cross for s in shown.snapshots),
+                                     cache.snapshot_steps(shown.snapshots),
+                                     snapshot_layer, head),
+                    key="xattn_snapshots", container=snapshots)
         st.caption(f"The sentence '{EXAMPLE_SENTENCES[0]}' with its reference translation, read "
                    f"by the model after each number of steps (this session's "
                    f"{'retraining' if shown is not translator else 'cached training'}, "
@@ -159,9 +162,10 @@ if run is not None:
 
             def draw(snapshot) -> None:
                 seen.append(snapshot)
-                snapshots.plotly_chart(snapshots_figure(tuple(s.cross for s in seen),
-                                                        cache.snapshot_steps(tuple(seen)),
-                                                        snapshot_layer, head))
+                charts.show(snapshots_figure(tuple(s.cross for s in seen),
+                                             cache.snapshot_steps(tuple(seen)),
+                                             snapshot_layer, head),
+                            key="xattn_snapshots", container=snapshots)
 
             fresh = cache.retrain(retrain_steps, lambda s, total, loss: bar.progress(
                 s / total, text=f"Retraining: step {s} of {total}, loss {loss:.3f}"), draw)

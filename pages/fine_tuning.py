@@ -10,7 +10,8 @@ from ui.routing import through_app
 from ui.state import sidebar_input
 from viz.compare import ranking_measure
 from viz.training import (accuracy_figure, accuracy_table, before_after_maps, change_heatmap,
-                          cls_row_figure, head_changes, loss_figure, probabilities_figure)
+                          cls_row_figure, data_figure, head_changes, loss_figure,
+                          probabilities_figure)
 
 SHIPPED, UPLOADED = "shipped", "uploaded"
 MAX_EPOCHS_HERE = 8
@@ -52,6 +53,8 @@ else:
 counts = ", ".join(f"{name}: {count}" for name, count in zip(data.class_names, data.class_counts()))
 st.caption(f"{data.name}: {data.train_size} sentences to train on, {data.held_out_size} held out "
            f"({counts}).")
+st.plotly_chart(data_figure(data.class_names, data.split_counts(False), data.split_counts(True)),
+                key="fine_tuning_data_counts")
 
 epochs = st.slider("Epochs (passes over the training sentences)", 1, MAX_EPOCHS_HERE,
                    DEFAULT_EPOCHS, key="fine_tuning_epochs",

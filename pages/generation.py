@@ -3,9 +3,11 @@ import streamlit as st
 from models.generation import (
     DEFAULT_NEW_TOKENS, DEFAULT_TOP_K, MAX_NEW_TOKENS, GenerationRefused, GenerationSettings,
 )
+from ui import charts
 from ui.generation_cache import generation
 from ui.routing import through_app
 from ui.state import index_slider, sidebar_input
+from ui.text import plain
 from viz.generation import (
     candidates_figure, heads_by_steps_figure, sink_share_figure, step_row_figure,
 )
@@ -54,7 +56,7 @@ try:
                                               help="The same seed draws the same tokens.")),
         )
 except GenerationRefused as error:
-    st.warning(str(error))
+    st.warning(plain(str(error)))
 
 result = generation(given.decoder_name, given.text, settings) if settings is not None else None
 if result is not None:
@@ -80,13 +82,13 @@ if result is not None:
     )
     candidates_column, row_column = st.columns([2, 3])
     with candidates_column:
-        st.plotly_chart(candidates_figure(
+        charts.show(candidates_figure(
             [c.text for c in step.candidates], [c.probability for c in step.candidates],
             next((i for i, c in enumerate(step.candidates) if c.token_id == step.token.token_id),
                  None),
             f"Step {step_index}: the candidates"), key="gen_candidates")
     with row_column:
-        st.plotly_chart(step_row_figure(
+        charts.show(step_row_figure(
             step.weights[layer, head], read,
             f"Layer {layer} · head {head}: the row that chose the token"), key="gen_row")
     st.caption("The row belongs to the last token read: its output, after the last layer, is "
@@ -98,7 +100,7 @@ if result is not None:
         values, top = result.first_token_weights()[:, layer], 1.0
     else:
         values, top = result.row_entropy_bits()[:, layer], result.max_entropy_bits()
-    st.plotly_chart(heads_by_steps_figure(
+    charts.show(heads_by_steps_figure(
         values.T, [s.token.token for s in result.steps], f"Layer {layer}: {measure}, step by step",
         measure, top), key="gen_overview")
 
@@ -111,8 +113,8 @@ if result is not None:
         "every layer and head, the mean weight on the first token over the generated steps."
     )
     sink_layer, sink_head, sink_value = result.strongest_sink()
-    st.plotly_chart(sink_share_figure(result.sink_share(), "Mean weight on the first token"),
-                    key="gen_sinks")
+    charts.show(sink_share_figure(result.sink_share(), "Mean weight on the first token"),
+                key="gen_sinks")
     st.caption(
         f"If attention were spread evenly, the first token would get {result.even_share():.3f} "
         f"on average; layer {sink_layer}, head {sink_head} gives it {sink_value:.3f}."

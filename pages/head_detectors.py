@@ -2,7 +2,7 @@ import streamlit as st
 
 from models.detectors import (DEFAULT_REPEAT_LENGTH, DEFAULT_SEED, DETECTORS,
                               DETECTORS_BY_NAME, NotMeasurable)
-from ui import analysis_cache
+from ui import analysis_cache, charts
 from ui.analysis_cache import open_head_buttons
 from ui.routing import through_app
 from ui.state import current_record, sidebar_input
@@ -61,5 +61,5 @@ if record is not None:
                        for row in table.head(OPEN_BUTTONS).itertuples()], "detectors_open")
     if detector.on_repeated_tokens:
         st.caption("The maps page shows the sidebar's sentence, not the random tokens.")
-    st.plotly_chart(layer_head_map(scores, f"{name} score of every layer and head", "score"),
-                    key="detectors_map")
+    charts.show(layer_head_map(scores, f"{name} score of every layer and head", "score"),
+                key="detectors_map")

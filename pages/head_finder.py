@@ -2,6 +2,7 @@ import streamlit as st
 
 from models.head_analysis import (TokenNotFound, every_position, find_spans, locate,
                                   parse_token_list, query_to_keys, strongest_keys)
+from ui import charts
 from ui.analysis_cache import open_head_buttons
 from ui.routing import through_app
 from ui.state import current_record
@@ -52,8 +53,8 @@ if record is not None:
     best = table.head(OPEN_BUTTONS)
     open_head_buttons([(int(row.layer), int(row.head), f"attention {row.attention:.3f}")
                        for row in best.itertuples()], "finder_open")
-    st.plotly_chart(layer_head_map(scores, "Attention from the query to the keys, per head",
-                                   "attention"), key="finder_map")
+    charts.show(layer_head_map(scores, "Attention from the query to the keys, per head",
+                               "attention"), key="finder_map")
     st.dataframe(table, hide_index=True, key="finder_table", column_config={
         "attention": st.column_config.NumberColumn("attention", format="%.3f",
                                                    help="Share of the query's attention on the keys.")})

@@ -1,6 +1,6 @@
 import streamlit as st
 
-from ui import analysis_cache
+from ui import analysis_cache, charts
 from ui.routing import through_app
 from ui.state import current_record, sidebar_input
 from viz.heatmap import attention_heatmap
@@ -11,12 +11,13 @@ from viz.statistics import (COLUMN_HELP, LABEL_RULES, NORM_COLUMN_HELP, NORM_COL
 through_app()
 
 st.title("Head statistics")
-st.markdown(
+intro, picture = st.columns([1, 2], gap="medium")  # the controls beside the map they drive
+intro.markdown(
     "Clark et al. (2019, *What Does BERT Look At?*) found that many heads follow simple "
     "patterns: look at the previous token, look at [SEP], spread out evenly. Each row of the "
     "table is one head, measured on the sentence in the sidebar. Every number is averaged over "
     "the head's query rows; entropy is in **bits** (0 = all weight on one token). Click a column "
-    "heading to sort, and select a row to open that head."
+    "heading to sort, and select a row (below) to open that head."
 )
 record = current_record()
 if record is not None:
@@ -32,6 +33,10 @@ if record is not None:
     else:
         st.caption("The norm-based columns need the model's own tokens: switch the sidebar's "
                    "token options off to see them.")
+    column = intro.selectbox("Colour the layer × head map by", columns, key="stats_column",
+                             help="Each cell is one head; hover for its value.")
+    intro.caption(help_texts[column])
+    charts.show(statistic_heatmap(table, column), key="stats_grid", container=picture)
     st.caption(f"{record.num_layers} layers × {record.num_heads} heads · "
                f"{record.num_tokens} tokens · {record.source}. {LABEL_RULES}")
     event = st.dataframe(
@@ -47,11 +52,7 @@ if record is not None:
     if rows:
         chosen = table.iloc[rows[0]]
         st.subheader(f"Layer {chosen['layer']} · head {chosen['head']}: {chosen['label']}")
-        st.plotly_chart(attention_heatmap(record, int(chosen["layer"]), int(chosen["head"])),
-                        key="stats_head")
+        charts.show(attention_heatmap(record, int(chosen["layer"]), int(chosen["head"])),
+                    key="stats_head")
     else:
         st.caption("Select a row in the table to open that head here.")
-    column = st.selectbox("Colour the layer × head map by", columns, key="stats_column",
-                          help="Each cell is one head; hover for its value.")
-    st.caption(help_texts[column])
-    st.plotly_chart(statistic_heatmap(table, column), key="stats_grid")

@@ -1,6 +1,7 @@
 import streamlit as st
 
 from models.errors import ModelLoadError
+from ui import charts
 from ui import teaching_cache as teach
 from models.source import Kind
 from ui.state import decoder_with_progress, sidebar_input
@@ -31,7 +32,7 @@ st.markdown(
     "positions; further right they turn so slowly that they tell far-apart positions apart, a "
     "little like the hands of a clock."
 )
-st.plotly_chart(sinusoid_heatmap(teach.sinusoid(count, dim)), key="positions_sinusoid")
+charts.show(sinusoid_heatmap(teach.sinusoid(count, dim)), key="positions_sinusoid")
 
 st.subheader("How alike are two positions?")
 st.markdown(
@@ -43,9 +44,9 @@ st.markdown(
 )
 name = sidebar_input().encoder_name
 sinusoid_column, learned_column = st.columns(2)
-sinusoid_column.plotly_chart(
+charts.show(
     similarity_heatmap(teach.sinusoid_similarity(count, dim), f"Sinusoidal, d = {dim}"),
-    key="positions_sinusoid_similarity")
+    key="positions_sinusoid_similarity", container=sinusoid_column)
 try:
     available = teach.learned_count(name)
     if available == 0:
@@ -55,9 +56,9 @@ try:
         shown = min(count, available)
         if shown < count:
             learned_column.caption(f"'{name}' learned only {available} positions.")
-        learned_column.plotly_chart(
+        charts.show(
             similarity_heatmap(teach.learned_similarity(name, shown), f"Learned by {name}"),
-            key="positions_learned_similarity")
+            key="positions_learned_similarity", container=learned_column)
 except ModelLoadError as error:
     learned_column.error(plain(str(error)))
 
@@ -83,5 +84,5 @@ if given.source.kind is Kind.DECODER:
             st.info(f"{plain(given.decoder_name)} encodes positions without rotation (a learned "
                     "table or none), so there are no rotary angles to show.")
         else:
-            st.plotly_chart(rotary_heatmap(angles), key="positions_rotary")
-            st.plotly_chart(turn_per_token_figure(angles), key="positions_rotary_speed")
+            charts.show(rotary_heatmap(angles), key="positions_rotary")
+            charts.show(turn_per_token_figure(angles), key="positions_rotary_speed")

@@ -1,5 +1,6 @@
 import streamlit as st
 
+from ui import charts
 from ui.routing import through_app
 from ui.state import current_trace, loaded_source, sidebar_input, use_decoder
 from ui.text import plain
@@ -30,16 +31,16 @@ if trace is not None:
                   on_click=use_decoder)
     elif predictions.next_token is not None:
         st.caption(f"{record.num_tokens} tokens · {plain(record.source)}")
-        st.plotly_chart(candidate_bars(predictions.next_token.candidates,
-                                       "The model's top 10 next tokens after your text"),
-                        key="pred_next")
+        charts.show(candidate_bars(predictions.next_token.candidates,
+                                   "The model's top 10 next tokens after your text"),
+                    key="pred_next")
         per_position = predictions.positions
         if per_position is None:
             st.info("The text is a single token, so there is no position where a prediction "
                     "can be compared with the token that came.")
         else:
             st.subheader("Prediction against what came, at every position")
-            st.plotly_chart(loss_figure(per_position), key="pred_loss")
+            charts.show(loss_figure(per_position), key="pred_loss")
             labels = {p.position: f"after #{p.position} {visible_text(record.tokens[p.position])}"
                       for p in per_position.positions}
             position = st.selectbox("Position", list(labels), format_func=labels.get,
@@ -51,15 +52,15 @@ if trace is not None:
                 f"After reading up to token #{position}, the model gave the token that came, "
                 f"`{plain(visible_text(chosen.actual.text))}`, probability "
                 f"{chosen.actual.probability:.3f} ({rank}; loss {chosen.loss_bits:.2f} bits).")
-            st.plotly_chart(candidate_bars(chosen.candidates,
-                                           f"Candidates after token #{position}",
-                                           chosen.actual.token_id), key="pred_candidates")
+            charts.show(candidate_bars(chosen.candidates,
+                                       f"Candidates after token #{position}",
+                                       chosen.actual.token_id), key="pred_candidates")
             st.dataframe(position_table(per_position, record.tokens), hide_index=True,
                          key="pred_table")
     elif predictions.masks:
         st.caption(f"{record.num_tokens} tokens · {plain(record.source)}")
         for index, fillers in enumerate(predictions.masks):
-            st.plotly_chart(candidate_bars(
+            charts.show(candidate_bars(
                 fillers.candidates, f"Top 10 fillers for the mask at token #{fillers.position}"),
                 key=f"pred_mask_{index}")
     else:

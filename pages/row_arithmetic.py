@@ -1,9 +1,11 @@
 import streamlit as st
 
-from models.arithmetic import row_arithmetic
+from models.arithmetic import key_products, row_arithmetic
+from ui.charts import show
 from ui.routing import through_app
 from ui.state import current_trace, index_slider, sidebar_input
-from viz.arithmetic import output_check, row_steps_figure, row_table, vectors_figure
+from viz.arithmetic import (output_check, products_figure, row_steps_figure, row_table,
+                            vectors_figure)
 
 through_app()
 
@@ -46,7 +48,15 @@ if trace is not None:
         st.info(f"Grouped-query attention: {row.kv_group} query heads share each key/value head. "
                 f"Query head {head} reads key/value head {row.kv_head} (heads "
                 f"{row.kv_head * row.kv_group}–{(row.kv_head + 1) * row.kv_group - 1} share it).")
-    st.plotly_chart(row_steps_figure(row, record.tokens), key="arith_steps")
+    shown_keys = None
+    if record.special_positions:
+        specials = sorted({record.tokens[i] for i in record.special_positions})
+        if st.checkbox(f"Leave {' and '.join(specials)} out of the bars", key="arith_no_special"):
+            special = set(record.special_positions)
+            shown_keys = [i for i in positions if i not in special] or None
+            st.caption(f"The bars leave out {', '.join(specials)}, but the softmax is still the "
+                       "model's, over every key it used: the weights shown no longer add up to 1.")
+    show(row_steps_figure(row, record.tokens, shown_keys), "arith_steps")
     st.subheader("The numbers")
     st.dataframe(row_table(row, record.tokens), hide_index=True, key="arith_table",
                  column_config={"softmax weight": st.column_config.ProgressColumn(
@@ -56,5 +66,20 @@ if trace is not None:
         f"for this head and token to within {output_check(row):.1e}, and the softmax row is the "
         "row the attention maps show."
     )
+    st.subheader("Inside one q · k")
+    st.markdown(
+        "A dot product is a sum over the dimensions: q · k = Σ_d q_d k_d. Pick a key to see the "
+        f"{row.query.shape[-1]} products q_d × k_d behind its bar in step 1 (bertviz's neuron "
+        "view shows the same). Dimensions where q and k have the same sign push the score up, "
+        "the others pull it down; a few large products often decide it."
+    )
+    if st.session_state.get("arith_key") not in positions:
+        st.session_state["arith_key"] = int(row.weights.argmax())
+    key = st.selectbox("Key token", positions, key="arith_key",
+                       format_func=lambda i: f"#{i} {record.tokens[i]}")
+    parts = key_products(row, key)
+    show(products_figure(parts, record.tokens, query), "arith_products")
+    st.success(f"Check: the {len(parts.products)} products add up to {parts.total:.6f}, and step "
+               f"1's q · k for this key is {parts.dot:.6f} (difference {parts.difference:.1e}).")
     st.subheader("The vectors")
-    st.plotly_chart(vectors_figure(row, record.tokens), key="arith_vectors")
+    show(vectors_figure(row, record.tokens), "arith_vectors")

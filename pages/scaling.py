@@ -1,13 +1,18 @@
 import streamlit as st
 
+from models.scaling import DIMENSION_CHOICES
 from ui import teaching_cache as teach
-from viz.scaling import dot_product_figure, entropy_curve_figure, softmax_bars_figure
+from ui.charts import show
 from ui.routing import through_app
+from viz.scaling import (LINEAR_SCALE, LOG_LOG_SCALE, SQRT_SCALE, X_SCALES, dot_product_figure,
+                         entropy_curve_figure, softmax_bars_figure)
 
 through_app()
 
 EXPERIMENT_SEED = 0
-DIMENSIONS = [2 ** power for power in range(13)]  # 1 ... 4096
+SCALE_LABELS = {SQRT_SCALE: "spaced by √d (√d is a straight line)",
+                LOG_LOG_SCALE: "both axes log (√d has slope ½)",
+                LINEAR_SCALE: "linear"}
 
 st.title("Why attention is scaled")
 st.markdown(
@@ -18,20 +23,25 @@ st.markdown(
     "softmax. Below you can see the growth in a measurement, and what the softmax does when "
     "the scores are left unscaled."
 )
-dimension = st.select_slider("d_k, the size of each query and key vector", DIMENSIONS, value=64,
-                             key="scaling_dk")
+dimension = st.select_slider("d_k, the size of each query and key vector", DIMENSION_CHOICES,
+                             value=64, key="scaling_dk", format_func="{:,}".format,
+                             help="Powers of two, as in real heads, and powers of ten, as in "
+                                  "the chapter's experiment (d = 10 and d = 10,000).")
 
 st.subheader("Dot products grow like √d")
 experiment = teach.dot_products(EXPERIMENT_SEED)
 yours = teach.dot_products_at(dimension, EXPERIMENT_SEED)
-st.plotly_chart(dot_product_figure(experiment.dimensions, experiment.mean_abs,
-                                   experiment.approximation, samples=experiment.samples,
-                                   highlight=(dimension, float(yours.mean_abs[0]))),
-                key="scaling_dots")
+x_scale = st.radio("x axis", X_SCALES, format_func=SCALE_LABELS.get, horizontal=True,
+                   key="scaling_axis",
+                   help="A log x axis with a linear y axis makes √d look like it explodes; "
+                        "spaced by √d, growth like √d is a straight line.")
+show(dot_product_figure(experiment.dimensions, experiment.mean_abs, experiment.approximation,
+                        samples=experiment.samples, highlight=(dimension, float(yours.mean_abs[0])),
+                        x_scale=x_scale), "scaling_dots")
 st.caption(
     f"For each d from 1 to {int(experiment.dimensions[-1]):,}, {experiment.samples:,} pairs of "
     f"vectors were drawn from a standard normal distribution (seed {EXPERIMENT_SEED}). At your "
-    f"d_k = {dimension} the mean |q·k| is {yours.mean_abs[0]:.2f}; √(2d/π) predicts "
+    f"d_k = {dimension:,} the mean |q·k| is {yours.mean_abs[0]:.2f}; √(2d/π) predicts "
     f"{yours.approximation[0]:.2f} (ratio {yours.ratio[0]:.3f}). Dividing by √d_k = "
     f"{dimension ** 0.5:.1f} brings it back to about √(2/π) ≈ 0.8, whatever the size of d_k."
 )
@@ -53,12 +63,10 @@ first, second, third = st.columns(3)
 first.metric("Entropy, unscaled", f"{row.unscaled_entropy:.2f} bits")
 second.metric(f"Entropy, scaled by 1/√{dimension}", f"{row.scaled_entropy:.2f} bits")
 third.metric("Uniform (maximum)", f"{row.max_entropy:.2f} bits")
-st.plotly_chart(softmax_bars_figure(dimension, unscaled_scores=row.unscaled_scores,
-                                    unscaled_weights=row.unscaled_weights,
-                                    scaled_scores=row.scaled_scores,
-                                    scaled_weights=row.scaled_weights,
-                                    entropies=(row.unscaled_entropy, row.scaled_entropy)),
-                key="scaling_bars")
+show(softmax_bars_figure(dimension, unscaled_scores=row.unscaled_scores,
+                         unscaled_weights=row.unscaled_weights, scaled_scores=row.scaled_scores,
+                         scaled_weights=row.scaled_weights,
+                         entropies=(row.unscaled_entropy, row.scaled_entropy)), "scaling_bars")
 
 st.markdown(
     "One row can be lucky or unlucky, so the curve below averages the entropy over "
@@ -66,6 +74,5 @@ st.markdown(
     "0 as d grows; scaled, it stays where it was at d = 1."
 )
 curve = teach.entropies(num_keys, EXPERIMENT_SEED)
-st.plotly_chart(entropy_curve_figure(curve.dimensions, curve.unscaled, curve.scaled,
-                                     num_keys=num_keys, highlight=dimension),
-                key="scaling_entropy")
+show(entropy_curve_figure(curve.dimensions, curve.unscaled, curve.scaled, num_keys=num_keys,
+                          highlight=dimension), "scaling_entropy")

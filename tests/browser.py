@@ -33,6 +33,14 @@ PAGES = [
     ("adaptive_span", "Adaptive attention span"),
     ("scaling", "Why attention is scaled"),
     ("positions", "Positions"),
+    ("predictions", "What the model predicts"),
+    ("generation", "Generation, one token at a time"),
+    ("cross_attention", "Cross-attention: an encoder–decoder translating"),
+    ("head_finder", "Head finder"),
+    ("head_detectors", "Head detectors"),
+    ("ablation", "Ablation and knockout"),
+    ("encoder_layer", "Inside one encoder layer"),
+    ("fine_tuning", "Fine-tuning a classifier"),
 ]
 
 

@@ -16,3 +16,19 @@ def reference_attentions(loaded: LoadedModel, text: str, pair: str | None = None
     with torch.inference_mode():
         output = loaded.model(**encoded.model_inputs(), output_attentions=True)
     return torch.stack([layer[0] for layer in output.attentions]).float().numpy()
+
+
+def encoder_record(loaded: LoadedModel, text: str, pair: str | None = None):
+    """The app's one run path (models/source.py) for a loaded pretrained encoder: its record."""
+    from models.source import Kind, ModelSource
+
+    runner = ModelSource(Kind.ENCODER, loaded.name).load(pretrained=lambda name: loaded)
+    return runner.run(text, pair).record
+
+
+def decoder_record(loaded: LoadedModel, text: str, pair: str | None = None):
+    """The app's one run path (models/source.py) for a loaded causal decoder: its record."""
+    from models.source import Kind, ModelSource
+
+    runner = ModelSource(Kind.DECODER, loaded.name).load(decoder=lambda name: loaded)
+    return runner.run(text, pair).record

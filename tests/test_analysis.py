@@ -325,3 +325,19 @@ def test_compare_rejects_models_of_different_shapes():
     two = AttentionRecord(tokens=("a",), weights=np.ones((1, 2, 1, 1)) / 1.0, source="hand")
     with pytest.raises(ValueError):
         compare_heads(one, two)
+
+
+def test_first_token_share_labels_a_decoder_sink_without_special_tokens():
+    """A causal record with no special tokens: the cls column is 0, the first-token share is
+    what a sink head gives to token 0, and the head is labelled a first-token sink."""
+    count = 6
+    weights = np.zeros((1, 2, count, count), dtype=np.float32)
+    weights[0, 0, :, 0] = 1.0  # head 0: everything on the first token
+    weights[0, 1] = np.tril(np.ones((count, count))) / np.arange(1, count + 1)[:, None]  # even
+    record = AttentionRecord(tokens=tuple("abcdef"), weights=weights, source="toy",
+                             masks=("causal",))
+    table = head_statistics(record)
+    assert table.loc[0, "first"] == pytest.approx(1.0) and table.loc[0, "cls"] == 0.0
+    assert table.loc[0, "label"] == "first-token sink"
+    expected = np.mean([1 / (i + 1) for i in range(count)])
+    assert table.loc[1, "first"] == pytest.approx(expected, rel=1e-5)

@@ -54,10 +54,16 @@ def test_long_input_points_to_all_heads_instead_of_drawing():
     (info,) = at.info
     assert "All heads at once" in info.value and "up to 111 tokens" in info.value
 
-    short_for_head_view = " ".join(["word"] * 80)  # fits the head view, not the model view
+    short_for_head_view = " ".join(["word"] * 80)  # fits the head view, not the whole model view
     at = run_page(PAGE, text=short_for_head_view)
     assert len(frames(at)) == 1
     at.radio(key="bertviz_view").set_value("model").run()
+    # 82 tokens: 150,000 lines are 22 thumbnails, so the model view starts with one layer
+    assert at.multiselect(key="bertviz_layers").value == [0]
+    assert at.multiselect(key="bertviz_heads").value == list(range(12))
+    (html,) = frames(at)
+    assert '"include_layers": [0]' in html
+    at.multiselect(key="bertviz_layers").set_value(list(range(6))).run()
     assert frames(at) == []
     assert "up to 45 tokens" in at.info[0].value
 

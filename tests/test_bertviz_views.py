@@ -95,12 +95,13 @@ def test_d3_and_jquery_are_inlined_from_their_packages(pair_html):
 
 def test_typed_tokens_cannot_leave_the_script(pair_html):
     assert HOSTILE not in pair_html and IMAGE not in pair_html
-    # An HTML parser sees four scripts (d3, jQuery, the loader, bertviz's view) and no other tag
-    # but bertviz's own; "<!--" inside a script would change how "</script" is read.
-    assert start_tags(pair_html).count("script") == 4
+    # An HTML parser sees five scripts (d3, jQuery, the loader, bertviz's view, ours after it)
+    # and no other tag but bertviz's own; "<!--" inside a script would change how "</script" is
+    # read.
+    assert start_tags(pair_html).count("script") == 5
     assert set(start_tags(pair_html)) == {"html", "head", "meta", "title", "style", "script",
                                           "body", "div", "span", "select", "option"}
-    assert len(re.findall(r"</script", pair_html, re.I)) == 4
+    assert len(re.findall(r"</script", pair_html, re.I)) == 5
     assert "<!--" not in pair_html
     assert "\\u003c/script\\u003e\\u003cscript\\u003ealert(1)" in pair_html
     assert params_of(pair_html)["attention"][0]["left_text"] == list(PAIR_TOKENS)

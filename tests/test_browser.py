@@ -35,8 +35,12 @@ def page(browser):
     context.close()
 
 
+GUARD_MESSAGE = "Something went wrong while drawing this page"
+
+
 def assert_clean(page) -> None:
     assert page.locator('[data-testid="stException"]').count() == 0
+    assert page.get_by_text(GUARD_MESSAGE).count() == 0  # app.py's guard turned an error into this
     assert page.outside_requests == []
     assert page.dialogs == []
     assert page.evaluate("() => window.__pwned === undefined")
@@ -100,3 +104,34 @@ def test_bertviz_views_draw_inside_the_app_offline(app_url, page):
     assert_clean(page)
     for child in page.frames:
         assert child.evaluate("() => window.__pwned === undefined")
+
+
+def test_generation_generates_and_the_step_slider_moves(app_url, page):
+    """The decoder continues the prompt token by token; moving the step slider shows the next
+    step's token and row (no new generation: the result is kept per session)."""
+    page.goto(f"{app_url}/generation?text=The%20capital%20of%20France%20is&model=decoder")
+    page.get_by_role("heading", name="Generation, one token at a time").first.wait_for(
+        timeout=90_000)
+    page.get_by_text("At step 0 the model read").first.wait_for(timeout=120_000)
+    wait_idle(page)
+    page.locator(".js-plotly-plot").nth(1).wait_for(timeout=60_000)
+    slider = page.get_by_role("slider").first
+    slider.focus()
+    slider.press("ArrowRight")
+    wait_idle(page)
+    page.get_by_text("At step 1 the model read").first.wait_for(timeout=60_000)
+    generated = page.locator('[data-testid="stMain"] [data-testid="stText"]').first.text_content()
+    assert "Generated:" in generated and "Paris" in generated
+    page.screenshot(path=str(SCREENSHOTS / "generation-step-1.png"), full_page=True)
+    assert_clean(page)
+
+
+def test_cross_attention_translates_and_draws_the_three_kinds(app_url, page):
+    """The toy encoder–decoder (trained once per machine, then read from disk) translates the
+    example sentence with its adjective moved after the noun, and draws its attention."""
+    visit(page, app_url, "cross_attention", "Cross-attention: an encoder–decoder translating")
+    page.locator('[data-testid="stMain"] strong', has_text="la voiture rouge").first.wait_for(
+        timeout=180_000)
+    page.locator(".js-plotly-plot").nth(2).wait_for(timeout=60_000)
+    page.screenshot(path=str(SCREENSHOTS / "cross-attention.png"), full_page=True)
+    assert_clean(page)

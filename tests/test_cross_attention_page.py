@@ -11,7 +11,7 @@ import pytest
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from models.seq2seq_training import cache_folder, is_cached, save
-from tests.app_support import array, figures, run_page, texts
+from tests.app_support import array, figures, run_page, shown, texts
 from tests.test_hf_seq2seq import build, save_tokenizer
 from tests.test_seq2seq import real_training
 from ui.seq2seq_cache import TOY_SETTINGS
@@ -79,7 +79,7 @@ def test_step_slider_and_the_other_two_kinds():
 ])
 def test_bad_source_gives_one_sentence_and_the_page_keeps_working(source, message):
     at = run_page(PAGE, state={"xattn_source": source})
-    assert len(at.error) == 1 and message in at.error[0].value
+    assert len(at.error) == 1 and message in shown(at.error[0].value)
     assert GUARD not in at.error[0].value
     assert at.title[0].value.startswith("Cross-attention")
     at.text_input(key="xattn_source").set_value("she sees the green books").run()
@@ -107,7 +107,7 @@ def test_a_hugging_face_encoder_decoder_through_the_load_box(tmp_path):
     assert "t5-small or Helsinki-NLP/opus-mt-en-fr" in texts(at)
     at.text_input(key="xattn_hf_input").set_value(str(build_gpt2))
     at.button(key="xattn_hf_load").click().run()
-    assert len(at.error) == 1 and "decoder only" in at.error[0].value
+    assert len(at.error) == 1 and "decoder only" in shown(at.error[0].value)
     at.text_input(key="xattn_hf_input").set_value(str(folder))
     at.button(key="xattn_hf_load").click().run()
     at.text_input(key="xattn_target").set_value("la voiture rouge est rapide").run()
@@ -119,4 +119,4 @@ def test_a_hugging_face_encoder_decoder_through_the_load_box(tmp_path):
     np.testing.assert_allclose(z.sum(-1), 1.0, atol=1e-5)
     assert heatmap["layout"]["xaxis"]["ticktext"][-1] == "&lt;/s&gt;"
     at.text_input(key="xattn_target").set_value(" ".join(["rouge"] * 70)).run()
-    assert len(at.error) == 1 and "The target text is 71 tokens long" in at.error[0].value
+    assert len(at.error) == 1 and "The target text is 71 tokens long" in shown(at.error[0].value)

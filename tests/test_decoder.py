@@ -20,8 +20,9 @@ from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 from models import conversion
 from models.attention import causal_mask, scaled_dot_product_attention
 from models.conversion import MANIFEST, is_complete
-from models.decoder import ATTENTION_BUDGET_BYTES, DEFAULT_DECODER, load_decoder, run_decoder
+from models.decoder import ATTENTION_BUDGET_BYTES, DEFAULT_DECODER, load_decoder
 from models.pretrained import ModelLoadError, default_model_path
+from tests.reference import decoder_record
 
 SENTENCE = "Time flies like an arrow."
 LONGER = "The quick brown fox jumps over the lazy dog while the cat watches from the mat."
@@ -71,7 +72,7 @@ def test_tiny_gpt2_loads_through_the_decoder_path(tiny_gpt2):
 
 def test_tiny_gpt2_record_is_causal_with_tokens_as_written(tiny_gpt2):
     folder, _, tokenizer = tiny_gpt2
-    record = run_decoder(load_decoder(str(folder)), SENTENCE)
+    record = decoder_record(load_decoder(str(folder)), SENTENCE)
     ids = tokenizer(SENTENCE)["input_ids"]
     assert record.masks == ("causal",) and record.source == str(folder)
     assert record.weights.shape == (2, 4, len(ids), len(ids))
@@ -82,7 +83,7 @@ def test_tiny_gpt2_record_is_causal_with_tokens_as_written(tiny_gpt2):
 
 def test_tiny_gpt2_weights_equal_its_own_output_attentions(tiny_gpt2):
     folder, model, tokenizer = tiny_gpt2
-    record = run_decoder(load_decoder(str(folder)), LONGER)
+    record = decoder_record(load_decoder(str(folder)), LONGER)
     ids = torch.tensor([tokenizer(LONGER)["input_ids"]])
     with torch.inference_mode():
         expected = torch.stack(model(ids, output_attentions=True).attentions, dim=1)[0]  # (L, H, Q, K)
@@ -91,7 +92,7 @@ def test_tiny_gpt2_weights_equal_its_own_output_attentions(tiny_gpt2):
 
 def test_pair_continues_the_first_sentence_after_a_space(tiny_gpt2):
     folder, _, tokenizer = tiny_gpt2
-    record = run_decoder(load_decoder(str(folder)), "Time flies", "like an arrow.")
+    record = decoder_record(load_decoder(str(folder)), "Time flies", "like an arrow.")
     first = len(tokenizer("Time flies")["input_ids"])
     assert record.tokens == tuple(tokenizer.tokenize("Time flies like an arrow."))
     assert record.segment_ids == (0,) * first + (1,) * (record.num_tokens - first)
@@ -99,7 +100,7 @@ def test_pair_continues_the_first_sentence_after_a_space(tiny_gpt2):
 
 def test_long_input_is_truncated_to_the_model_positions(tiny_gpt2):
     folder, _, _ = tiny_gpt2
-    record = run_decoder(load_decoder(str(folder)), " ".join([LONGER] * 8))
+    record = decoder_record(load_decoder(str(folder)), " ".join([LONGER] * 8))
     assert record.num_tokens == TINY_POSITIONS and record.dropped_tokens > 0
 
 
@@ -222,7 +223,7 @@ def test_smollm2_conversion_reports_progress(smollm2):
 
 def test_smollm2_is_30_layers_of_9_query_heads(smollm2):
     loaded = smollm2[0]
-    record = run_decoder(loaded, LONGER)
+    record = decoder_record(loaded, LONGER)
     config = loaded.model.config
     assert loaded.model_type == "llama" and config.num_key_value_heads == 3
     tokens = LONGER_SMOLLM2_TOKENS
@@ -234,7 +235,7 @@ def test_smollm2_is_30_layers_of_9_query_heads(smollm2):
 
 def test_smollm2_tokens_as_the_tokenizer_writes_them_without_bos(smollm2):
     loaded = smollm2[0]
-    record = run_decoder(loaded, SENTENCE)
+    record = decoder_record(loaded, SENTENCE)
     assert loaded.tokenizer(SENTENCE)["input_ids"] == SMOLLM2_IDS
     assert record.tokens == SMOLLM2_TOKENS and record.special_positions == ()
 
@@ -242,7 +243,7 @@ def test_smollm2_tokens_as_the_tokenizer_writes_them_without_bos(smollm2):
 def test_smollm2_grouped_query_heads_match_a_recomputation(smollm2):
     """Layer 0 by hand: query head h reads key head h // 3 (9 query heads share 3 key heads)."""
     model, tokenizer = smollm2[0].model, smollm2[0].tokenizer
-    record = run_decoder(smollm2[0], LONGER)
+    record = decoder_record(smollm2[0], LONGER)
     ids = torch.tensor([tokenizer(LONGER)["input_ids"]])
     batch, tokens = ids.shape
     attention = model.model.layers[0].self_attn

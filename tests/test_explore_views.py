@@ -153,3 +153,20 @@ def test_arithmetic_page_says_token_options_do_not_apply():
     at = run_page("row_arithmetic", state={"sb_merge_words": True})
     assert "whatever the sidebar's token options say" in texts(at)
     assert len(at.dataframe[0].value) == 8  # every model token, [CLS] and [SEP] included
+
+
+def test_exports_of_a_rectangular_cross_attention_record():
+    """Cross-attention: target queries x source keys; every export keeps both token lists."""
+    rng = np.random.default_rng(0)
+    weights = rng.random((2, 3, 4, 6)).astype(np.float32)
+    weights /= weights.sum(-1, keepdims=True)
+    record = AttentionRecord(tokens=("la", "voiture", "rouge", "</s>"), weights=weights,
+                             source="toy", key_tokens=("the", "red", "car", "is", "fast", "</s>"))
+    lines = head_csv(record, 1, 2).decode().splitlines()
+    assert lines[0].split(",")[1:] == ["#0 the", "#1 red", "#2 car", "#3 is", "#4 fast", "#5 </s>"]
+    assert [line.split(",")[0] for line in lines[1:]] == ["#0 la", "#1 voiture", "#2 rouge", "#3 </s>"]
+    restored = load_npz(record_npz(record))
+    assert restored.key_tokens == record.key_tokens and restored.tokens == record.tokens
+    np.testing.assert_array_equal(restored.weights, record.weights)
+    payload = json.loads(layer_json(record, 0))
+    assert payload["shape"]["key"] == 6 and payload["key_tokens"][1] == "red"

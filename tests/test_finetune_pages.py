@@ -128,6 +128,10 @@ def test_fine_tuning_page_shows_the_trained_models(default_model):
     assert metrics["Held-out accuracy, from-scratch encoder (random start)"].value == \
         f"{scratch.held_out_accuracy:.1%}"
     figs = by_title(at)
+    counts = figs["The labelled sentences, per class"]["data"]
+    assert list(counts[0]["x"]) == ["negative", "positive"]
+    np.testing.assert_array_equal(array(counts[0]["y"]), [105, 105])
+    np.testing.assert_array_equal(array(counts[1]["y"]), [35, 35])
     accuracy = figs["Held-out accuracy (sentences never trained on)"]["data"]
     np.testing.assert_allclose(array(accuracy[0]["y"]),
                                [e.held_out_accuracy for e in minilm.epochs])
@@ -175,6 +179,10 @@ def test_uploaded_csv_trains_once_and_bad_csv_trains_nothing(default_model):
     at.file_uploader(key="fine_tuning_upload").clear().upload("mine.csv", good, "text/csv")
     at.run()
     assert not at.error and "mine.csv: 12 sentences to train on, 4 held out" in texts(at)
+    counts = by_title(at)["The labelled sentences, per class"]["data"]
+    assert list(counts[0]["x"]) == ["0", "1"]
+    np.testing.assert_array_equal(array(counts[0]["y"]), [6, 6])  # trained on
+    np.testing.assert_array_equal(array(counts[1]["y"]), [2, 2])  # held out
     before = finetune_cache.store().trainings
     at.button(key="fine_tuning_train").click().run()
     assert not at.error, [e.value for e in at.error]

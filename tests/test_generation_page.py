@@ -8,6 +8,7 @@ import pytest
 from models.decoder import load_decoder
 from models.generation import MAX_NEW_TOKENS, GenerationSettings, generate
 from tests.app_support import array, figures, run_page, texts
+from tests.app_support import shown as displayed
 from ui import generation_cache
 
 PROMPT = "The capital of France is"
@@ -109,7 +110,7 @@ def test_sampling_with_a_seed_shows_the_models_tokens(generate_calls):
 def test_bad_input_is_one_sentence_and_the_page_keeps_working(state, text, shown):
     at = run_page("generation", text=text, state=state)
     assert not at.error
-    assert shown in "\n".join(m.value for m in [*at.warning, *at.info])
+    assert shown in "\n".join(displayed(m.value) for m in [*at.warning, *at.info])
     assert not figures(at)
     at.number_input(key="gen_new_tokens").set_value(2)
     at.radio(key="gen_mode").set_value("Greedy")

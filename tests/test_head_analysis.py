@@ -21,9 +21,9 @@ from models.capture import Intervention, install, run_captured
 from models.head_analysis import (TokenNotFound, find_spans, locate, normalise_token,
                                   parse_token_list, query_to_keys, strongest_keys)
 from models.norm_attention import norm_maps
-from models.pretrained import run_pretrained
 from models.record import AttentionRecord
 from models.tokenize import EncodedText
+from tests.reference import encoder_record
 from viz.head_analysis import (importance_map, layer_head_map, most_important,
                                ranking_table)
 from viz.statistics import head_statistics, with_norm_columns
@@ -149,7 +149,7 @@ def test_head_scores_are_the_same_with_word_pieces_merged_or_not():
 
 
 def test_minilm_has_a_head_linking_he_to_mario(default_model):
-    record = run_pretrained(default_model, "Mario is short, but he can jump super high.")
+    record = encoder_record(default_model, "Mario is short, but he can jump super high.")
     query, key = locate(record, "he"), locate(record, "Mario")
     assert record.tokens[query.start] == "he" and record.tokens[key.start] == "mario"
     scores = query_to_keys(record, query.positions, key.positions)
@@ -426,7 +426,7 @@ def test_minilm_puts_much_weight_on_cls_that_moves_little(default_model):
     but its transformed value vector is short, so its share of the norm-based map is small."""
     model = install(default_model.model)
     prepared = ablation.prepare(model, default_model.tokenizer, 512, SENTENCE, False, "MiniLM")
-    record = run_pretrained(default_model, SENTENCE)
+    record = encoder_record(default_model, SENTENCE)
     table = with_norm_columns(head_statistics(record), record,
                               norm_maps(ablation.plain_run(model, prepared)))
     assert table["cls"].mean() > 0.5 and table["norm_cls"].mean() < 0.25  # 0.57 and 0.15

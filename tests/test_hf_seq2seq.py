@@ -15,6 +15,7 @@ from transformers import (BartConfig, BartForConditionalGeneration,
                           MarianMTModel, PreTrainedTokenizerFast, T5Config,
                           T5ForConditionalGeneration)
 
+from models.capture import ATTENTION_NAME
 from models.errors import ModelLoadError
 from models.hf_seq2seq import MAX_TARGET_TOKENS, load_seq2seq, run_seq2seq
 
@@ -79,7 +80,8 @@ def stacked(attentions) -> np.ndarray:
 
 def test_loader_uses_eager_attention_and_the_tokenizer(tiny):
     kind, loaded = tiny
-    assert loaded.model.config._attn_implementation == "eager"
+    # the app's capturing attention: the model's own eager function, weights returned
+    assert loaded.model.config._attn_implementation == ATTENTION_NAME
     assert loaded.model.config.model_type == kind
     assert not loaded.model.training
 

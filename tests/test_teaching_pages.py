@@ -101,12 +101,13 @@ def test_scaling_page_measures_growth_and_saturation():
     at = run_page("scaling", state={"scaling_dk": 1024, "scaling_keys": 8, "scaling_seed": 3})
     dots, bars, curve = figures(at)
     measured = next(t for t in dots["data"] if t["name"].startswith("measured"))
-    dims, values = array(measured["x"]), array(measured["y"])
+    dims, values = array(measured["customdata"])[:, 0], array(measured["y"])
+    np.testing.assert_allclose(array(measured["x"]), np.sqrt(dims))  # spaced by √d by default
     assert dims[0] == 1 and dims[-1] == 10_000 and np.all(np.diff(values) > 0)
     ratio = values / np.sqrt(2 * dims / math.pi)
     assert abs(ratio[-1] - 1) < 0.06 and abs(ratio[0] - math.sqrt(2 / math.pi)) < 0.06
     highlight = next(t for t in dots["data"] if t["name"].startswith("your d_k"))
-    assert list(array(highlight["x"])) == [1024]
+    assert list(array(highlight["x"])) == [32] and list(array(highlight["customdata"])) == [1024]
     assert "approximation" in str(dots["layout"]["annotations"])
 
     metrics = {m.label: float(m.value.split()[0]) for m in at.metric}

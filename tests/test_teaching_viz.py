@@ -73,7 +73,8 @@ def test_scaling_figures_hold_the_numbers():
     dims = np.array([1, 10, 100])
     measured = np.array([0.64, 2.4, 7.9])
     approximation = np.sqrt(2 * dims / np.pi)
-    figure = dot_product_figure(dims, measured, approximation, samples=50, highlight=(10, 2.4))
+    figure = dot_product_figure(dims, measured, approximation, samples=50, highlight=(10, 2.4),
+                                x_scale="log-log")
     assert figure.layout.xaxis.type == "log" and figure.layout.xaxis2.type == "log"
     ratio = next(t for t in figure.data if t.name == "measured / √(2d/π)")
     np.testing.assert_allclose(ratio.y, measured / approximation)

@@ -12,6 +12,7 @@ import streamlit as st
 from models.errors import ModelLoadError
 from models.generation import Generation, GenerationRefused, GenerationSettings, generate
 from ui.state import decoder_with_progress
+from ui.text import plain
 
 RESULT_KEY = "generation_result"  # session key: (inputs, Generation)
 
@@ -28,7 +29,7 @@ def generation(decoder_name: str, prompt: str, settings: GenerationSettings) -> 
     try:
         loaded = decoder_with_progress(decoder_name)
     except ModelLoadError as error:
-        st.error(str(error))
+        st.error(plain(str(error)))
         return None
     bar = st.progress(0.0, text="Generating…")
     try:
@@ -39,7 +40,7 @@ def generation(decoder_name: str, prompt: str, settings: GenerationSettings) -> 
                                                       text=f"Generated {done} of {total} tokens…"),
         )
     except GenerationRefused as error:
-        st.warning(str(error))
+        st.warning(plain(str(error)))
         return None
     finally:
         bar.empty()

@@ -16,7 +16,7 @@ from models.pretrained import DEFAULT_MODEL, LoadedModel
 from models.record import AttentionRecord
 from models.source import Kind, LoadedSource, ModelSource
 from models.trace import Trace
-from ui import cache
+from ui import cache, charts
 from ui.text import plain
 
 DEFAULT_TEXT = "Time flies like an arrow."
@@ -25,6 +25,16 @@ DECODER_NAME = "decoder_name"  # session key: the pretrained causal decoder in u
 LOAD_MESSAGE = "model_load_message"
 LOADED_NAMES = "loaded_model_names"  # session key: the names this session loaded with the sidebar
 CORRECTED = "corrected_keys"  # session key: index pickers that moved an impossible value this run
+# Presenter mode: larger, darker text, less padding above the page, for a 1280 x 720 projector
+PRESENTER_CSS = """<style>
+html { font-size: 18px; }
+.stApp, .stApp p, .stApp li, .stApp label, .stApp [data-testid="stMarkdownContainer"] {
+  color: #111111 !important;
+}
+.stApp h1 { font-size: 2.1rem !important; padding: 0 0 0.5rem 0 !important; color: #111111; }
+.stApp [data-testid="stCaptionContainer"] { font-size: 1rem !important; color: #333333 !important; }
+.stMainBlockContainer, .block-container { padding-top: 3.5rem !important; padding-bottom: 1rem; }
+</style>"""
 
 def _load_other_model() -> None:
     """Button callback: switch models only when the new one loads (an encoder, else a decoder)."""
@@ -83,10 +93,26 @@ def sidebar() -> None:
             st.text_input("Hugging Face model id or local folder", key="sb_model_input",
                           placeholder="bert-base-uncased, gpt2 or /path/to/folder")
             st.button("Load", key="sb_model_load", on_click=_load_other_model)
-            st.caption("Only .safetensors weights are read and no remote code runs.")
+            st.caption("Only .safetensors weights are read and no remote code runs. "
+                       + cache.kept_models_notice())
             message = st.session_state.get(LOAD_MESSAGE)
             if message:
                 (st.error if message[0] == "error" else st.success)(plain(message[1]))
+        _presenter_section()
+
+
+def _presenter_section() -> None:
+    """Presenter mode (large dark text), colour-blind-safe colours, the figure download format."""
+    st.subheader("Presenter", divider="gray")
+    st.toggle("Presenter mode", key=charts.PRESENTER,
+              help="Large, dark text in the page and every figure, for a projector.")
+    st.toggle("Colour-blind-safe colours", key=charts.PALETTE_SAFE,
+              help="Cividis and purple–orange colour scales, Okabe–Ito colours for lines and "
+                   "bars.")
+    st.radio("Download figures as", charts.FORMATS, key=charts.FIGURE_FORMAT, horizontal=True,
+             help="The camera button above each figure saves it in this format.")
+    if st.session_state.get(charts.PRESENTER):
+        st.markdown(PRESENTER_CSS, unsafe_allow_html=True)
 
 
 @dataclass(frozen=True)

@@ -2,48 +2,100 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from models.arithmetic import RowArithmetic
+from models.arithmetic import KeyProducts, RowArithmetic
 from viz import style
 from viz.labels import numbered_labels
 
 MASKED_COLOUR = "#bdbdbd"
+STEPS_HEIGHT = 760  # three bar charts, each with its tokens under it
+STEP_SPACING = 0.13  # room for each step's rotated token labels
+PRODUCTS_HEIGHT = 520
+POSITIVE_COLOUR, NEGATIVE_COLOUR = "#2166ac", "#b2182b"  # the two ends of RdBu
 
 
 def key_labels(tokens: tuple[str, ...]) -> list[str]:
     return numbered_labels(tokens)
 
 
-def row_steps_figure(row: RowArithmetic, tokens: tuple[str, ...]) -> go.Figure:
-    """q.k, then divided by sqrt(d_k), then the softmax, one bar per key, on linked x axes."""
-    labels = key_labels(tokens)
-    blocked = ~row.allowed
+def row_steps_figure(row: RowArithmetic, tokens: tuple[str, ...],
+                     shown_keys: Sequence[int] | None = None) -> go.Figure:
+    """q.k, then divided by sqrt(d_k), then the softmax, one bar per key, every step with the
+    keys' tokens on its x axis. `shown_keys` leaves the other keys out of the bars (the softmax
+    stays the model's, over every key it used)."""
+    keys = np.arange(len(tokens)) if shown_keys is None else np.asarray(shown_keys, dtype=int)
+    labels = [key_labels(tokens)[k] for k in keys]
+    blocked = ~row.allowed[keys]
+    left_out = len(keys) < len(tokens)
+    softmax_title = "3. softmax over the allowed keys: the attention weights (sum to 1)"
+    if left_out:
+        softmax_title = (f"3. softmax over all {len(tokens)} keys the model used; the "
+                         f"{len(keys)} shown hold {row.weights[keys].sum():.3f} of the weight")
     figure = make_subplots(
-        rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+        rows=3, cols=1, shared_xaxes=True, vertical_spacing=STEP_SPACING,
         subplot_titles=["1. q · k  (one dot product per key)",
                         f"2. divided by √d_k = √{row.query.shape[-1]} = {row.scale:.3f}; masked keys greyed",
-                        "3. softmax over the allowed keys: the attention weights (sum to 1)"],
+                        softmax_title],
     )
-    figure.add_trace(go.Bar(x=labels, y=row.dots, name="q · k", marker_color=style.STEP_COLOURS[0],
+    figure.add_trace(go.Bar(x=labels, y=row.dots[keys], name="q · k",
+                            marker_color=style.STEP_COLOURS[0],
                             hovertemplate="%{x}<br>q · k = %{y:.4f}<extra></extra>"), row=1, col=1)
     figure.add_trace(go.Bar(
-        x=labels, y=row.scaled, name="q · k / √d_k",
+        x=labels, y=row.scaled[keys], name="q · k / √d_k",
         marker_color=[MASKED_COLOUR if b else style.STEP_COLOURS[1] for b in blocked],
         customdata=np.where(blocked, "masked: never attended", "allowed"),
         hovertemplate="%{x}<br>scaled = %{y:.4f}<br>%{customdata}<extra></extra>",
     ), row=2, col=1)
-    figure.add_trace(go.Bar(x=labels, y=row.weights, name="softmax", marker_color=style.STEP_COLOURS[2],
+    figure.add_trace(go.Bar(x=labels, y=row.weights[keys], name="softmax",
+                            marker_color=style.STEP_COLOURS[2],
                             hovertemplate="%{x}<br>weight = %{y:.4f}<extra></extra>"), row=3, col=1)
     figure.update_yaxes(range=[0, 1], row=3, col=1)
+    figure.update_xaxes(showticklabels=True, tickangle=-45)  # shared axes hide all but the last
     figure.update_layout(
-        showlegend=False, font=style.FONT, height=620, margin=dict(l=10, r=10, t=40, b=10),
+        showlegend=False, font=style.FONT, height=STEPS_HEIGHT, margin=dict(l=10, r=10, t=40, b=10),
         plot_bgcolor="white", bargap=0.25,
     )
     figure.update_yaxes(gridcolor="#eeeeee", zerolinecolor="#999999")
+    figure.update_annotations(font_size=style.FONT["size"])
+    return figure
+
+
+def products_figure(products: KeyProducts, tokens: tuple[str, ...], query_index: int) -> go.Figure:
+    """q · k for one key taken apart, as bertviz's neuron view does: q, k and their element-wise
+    product q_d k_d for every dimension d (one colour scale around 0), then the products as bars;
+    the bars add up to q · k."""
+    labels = key_labels(tokens)
+    dims = np.arange(len(products.products))
+    strip = np.stack([products.query, products.key, products.products])  # (3, Dh)
+    limit = float(np.abs(strip).max()) or 1.0
+    names = [f"q ({labels[query_index]})", f"k ({labels[products.key_index]})", "q × k"]
+    figure = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12,
+                           row_heights=[0.35, 0.65],
+                           subplot_titles=["q, k and their product, dimension by dimension",
+                                           f"q_d × k_d: the {len(dims)} bars add up to "
+                                           f"q · k = {products.total:.4f}"])
+    figure.add_trace(go.Heatmap(
+        z=strip, x=dims, y=names, colorscale=style.DIVERGING_COLORSCALE, zmid=0, zmin=-limit,
+        zmax=limit, showscale=False,
+        hovertemplate="%{y}<br>dimension %{x}: %{z:.4f}<extra></extra>",
+    ), row=1, col=1)
+    figure.add_trace(go.Bar(
+        x=dims, y=products.products, name="q_d × k_d",
+        marker_color=[POSITIVE_COLOUR if p >= 0 else NEGATIVE_COLOUR for p in products.products],
+        hovertemplate="dimension %{x}<br>q_d × k_d = %{y:.4f}<extra></extra>",
+    ), row=2, col=1)
+    figure.update_yaxes(autorange="reversed", row=1, col=1)
+    figure.update_xaxes(title_text="dimension d", row=2, col=1)
+    figure.update_yaxes(title_text="q_d × k_d", gridcolor="#eeeeee", zerolinecolor="#999999",
+                        row=2, col=1)
+    figure.update_layout(showlegend=False, font=style.FONT, height=PRODUCTS_HEIGHT,
+                         margin=dict(l=10, r=10, t=40, b=10), plot_bgcolor="white", bargap=0.1)
     figure.update_annotations(font_size=style.FONT["size"])
     return figure
 

@@ -9,12 +9,19 @@ its sentence-pair filter, its drawing code), and then the CDN loader is swapped 
   calls, handing it those two libraries.
 The attention data is rounded and written once (bertviz writes it twice: the second copy sits in
 a JavaScript comment). What the user typed is escaped so that it stays text.
+
+Two small scripts of our own run after bertviz's, each time it redraws: the model view's drawing
+(bertviz makes it 970 px wide whatever the frame) is scaled down to fit the frame's width, and the
+head view's colour squares get their head numbers (bertviz has ten colours, so with more than ten
+heads two squares share a colour). A `ViewChoice` carries bertviz's `include_layers` and
+`include_heads` for the model view.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib.metadata import distribution
 from pathlib import Path
@@ -75,6 +82,96 @@ JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026",
                 "\u2028": "\\u2028", "\u2029": "\\u2029"}
 PAGE_STYLE = "body { margin: 0; padding: 4px 8px; background: #fff; color: #000; }"
 
+# Runs after bertviz's script and again whenever bertviz redraws into #vis (a new filter or
+# layer): bertviz draws into an empty #vis, so watching #vis's children sees every redraw.
+REDRAWN_JS = """
+(function () {
+  var vis = document.getElementById("vis");
+  function decorate() { var drawing = vis.querySelector("svg"); if (drawing) { %s(drawing); } }
+  %s
+  decorate();
+  new MutationObserver(decorate).observe(vis, {childList: true});
+})();
+"""
+# The model view's SVG is DIV_WIDTH = 970 px wide in bertviz's model_view.js, whatever the
+# frame: given a viewBox, it scales down to the frame's width and keeps its proportions.
+FIT_JS = """function fit(drawing) {
+    if (drawing.hasAttribute("viewBox")) { return; }
+    drawing.setAttribute("viewBox", "0 0 " + drawing.getAttribute("width") + " " +
+                         drawing.getAttribute("height"));
+    drawing.style.maxWidth = "100%";
+    drawing.style.height = "auto";
+  }"""
+# The head view's colour squares are the rects of the one <g> without an id that head_view.js
+# appends last (drawCheckboxes); square i is head i. Its number is drawn on it, dark on a light
+# halo so that it reads on every colour, and lets clicks through to the square.
+NUMBER_JS = """function number(drawing) {
+    var groups = drawing.querySelectorAll(":scope > g:not([id])");
+    if (!groups.length) { return; }
+    var squares = groups[groups.length - 1].querySelectorAll(":scope > rect");
+    squares.forEach(function (square, head) {
+      var size = +square.getAttribute("width");
+      var label = document.createElementNS("http://www.w3.org/2000/svg", "text");
+      label.textContent = String(head);
+      label.setAttribute("class", "head-number");
+      label.setAttribute("x", +square.getAttribute("x") + size / 2);
+      label.setAttribute("y", +square.getAttribute("y") + size / 2);
+      label.setAttribute("text-anchor", "middle");
+      label.setAttribute("dominant-baseline", "central");
+      label.setAttribute("style", "font: bold 11px sans-serif; fill: #000; stroke: #fff; " +
+                         "stroke-width: 3px; paint-order: stroke; pointer-events: none;");
+      square.parentNode.appendChild(label);
+      var hint = document.createElementNS("http://www.w3.org/2000/svg", "title");
+      hint.textContent = "head " + head + ": click to hide or show it, double-click to show " +
+                         "only this head";
+      square.appendChild(hint);
+    });
+  }"""
+AFTER_DRAWING = {"head_view.js": REDRAWN_JS % ("number", NUMBER_JS),
+                 "model_view.js": REDRAWN_JS % ("fit", FIT_JS)}
+BERTVIZ_COLOURS = 10  # d3.schemeCategory10: head i has colour i mod 10
+
+
+@dataclass(frozen=True)
+class ViewChoice:
+    """Which bertviz view to draw, and for the model view which layers and heads (bertviz's
+    include_layers / include_heads; None = all). Hashable, so a cache can key on it."""
+
+    kind: str = HEAD_VIEW
+    layers: tuple[int, ...] | None = None
+    heads: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in VIEWS:
+            raise ValueError(f"unknown bertviz view {self.kind!r}; known: {VIEWS}")
+        if self.kind == HEAD_VIEW and (self.layers is not None or self.heads is not None):
+            raise ValueError("the head view draws one layer at a time with every head: "
+                             "layers and heads are chosen only for the model view")
+        for name in ("layers", "heads"):
+            chosen = getattr(self, name)
+            if chosen is None:
+                continue
+            chosen = tuple(sorted({int(index) for index in chosen}))
+            if not chosen or chosen[0] < 0:
+                raise ValueError(f"choose at least one of the {name}, as indices from 0")
+            object.__setattr__(self, name, chosen)
+
+    def layer_count(self, record: AttentionRecord) -> int:
+        return record.num_layers if self.layers is None else len(self.layers)
+
+    def head_count(self, record: AttentionRecord) -> int:
+        return record.num_heads if self.heads is None else len(self.heads)
+
+    def check(self, record: AttentionRecord) -> None:
+        for name, chosen, count in (("layer", self.layers, record.num_layers),
+                                    ("head", self.heads, record.num_heads)):
+            if chosen is not None and chosen[-1] >= count:
+                raise ValueError(f"{name} {chosen[-1]} does not exist: this model has {count}")
+
+
+def as_choice(view: str | ViewChoice) -> ViewChoice:
+    return view if isinstance(view, ViewChoice) else ViewChoice(view)
+
 
 def head_view_html(record: AttentionRecord) -> str:
     """bertviz's head view of every layer and head, as a page that loads nothing from outside."""
@@ -83,18 +180,26 @@ def head_view_html(record: AttentionRecord) -> str:
     return _offline_page(html, "head_view.js")
 
 
-def model_view_html(record: AttentionRecord) -> str:
-    """bertviz's model view (one thumbnail per layer x head) that loads nothing from outside."""
-    html = bertviz.model_view(_layer_tensors(record), list(_visible_tokens(record)),
-                              sentence_b_start=sentence_b_start(record),
-                              display_mode=MODEL_VIEW_MODE, html_action="return").data
+def model_view_html(record: AttentionRecord, choice: ViewChoice | None = None) -> str:
+    """bertviz's model view (one thumbnail per layer x head) that loads nothing from outside;
+    `choice` picks the layers and heads drawn (all by default)."""
+    choice = choice or ViewChoice(MODEL_VIEW)
+    choice.check(record)
+    html = bertviz.model_view(
+        _layer_tensors(record), list(_visible_tokens(record)),
+        sentence_b_start=sentence_b_start(record), display_mode=MODEL_VIEW_MODE,
+        include_layers=None if choice.layers is None else list(choice.layers),
+        include_heads=None if choice.heads is None else list(choice.heads),
+        html_action="return").data
     return _offline_page(html, "model_view.js")
 
 
-def view_html(record: AttentionRecord, view: str) -> str:
-    if view not in VIEWS:
-        raise ValueError(f"unknown bertviz view {view!r}; known: {VIEWS}")
-    return head_view_html(record) if view == HEAD_VIEW else model_view_html(record)
+def view_html(record: AttentionRecord, view: str | ViewChoice) -> str:
+    """The head view or the model view; a ViewChoice also picks the model view's layers, heads."""
+    choice = as_choice(view)
+    if choice.kind == HEAD_VIEW:
+        return head_view_html(record)
+    return model_view_html(record, choice)
 
 
 def html_bytes(html: str) -> int:
@@ -102,16 +207,34 @@ def html_bytes(html: str) -> int:
     return len(html.encode("utf-8"))
 
 
-def max_tokens(record: AttentionRecord, view: str) -> int:
-    """The longest input this view of this model draws without freezing the browser."""
-    lines_per_token_pair = record.num_heads * (record.num_layers if view == MODEL_VIEW else 1)
-    sent_per_token_pair = record.num_layers * record.num_heads * (2 if record.is_pair else 1)
+def max_tokens(record: AttentionRecord, view: str | ViewChoice) -> int:
+    """The longest input this view of this model draws without freezing the browser (for the
+    model view, with the layers and heads chosen)."""
+    choice = as_choice(view)
+    layers, heads = choice.layer_count(record), choice.head_count(record)
+    lines_per_token_pair = heads * (layers if choice.kind == MODEL_VIEW else 1)
+    sent_per_token_pair = layers * heads * (2 if record.is_pair else 1)
     return min(MAX_TOKENS, math.isqrt(MAX_DRAWN_LINES // lines_per_token_pair),
                math.isqrt(MAX_SENT_WEIGHTS // sent_per_token_pair))
 
 
-def fits(record: AttentionRecord, view: str) -> bool:
+def fits(record: AttentionRecord, view: str | ViewChoice) -> bool:
     return record.num_tokens <= max_tokens(record, view)
+
+
+def default_model_choice(record: AttentionRecord) -> ViewChoice:
+    """The model view's layers and heads when the user has not chosen: every one if the input
+    fits, else every head of as many layers as fit (spread from the first to the last layer),
+    else as many heads of the first layer as fit."""
+    tokens = record.num_tokens
+    pairs = 2 if record.is_pair else 1
+    thumbnails = min(MAX_DRAWN_LINES // tokens ** 2, MAX_SENT_WEIGHTS // (pairs * tokens ** 2))
+    if thumbnails >= record.num_layers * record.num_heads:
+        return ViewChoice(MODEL_VIEW)
+    if thumbnails >= record.num_heads:
+        spread = np.linspace(0, record.num_layers - 1, thumbnails // record.num_heads)
+        return ViewChoice(MODEL_VIEW, layers=tuple(int(i) for i in np.round(spread)))
+    return ViewChoice(MODEL_VIEW, layers=(0,), heads=tuple(range(max(1, thumbnails))))
 
 
 def sentence_b_start(record: AttentionRecord) -> int | None:
@@ -156,6 +279,7 @@ def _offline_page(bertviz_html: str, script_name: str) -> str:
         "</head><body>",
         body.strip(),
         _script(view_script),
+        _script(AFTER_DRAWING[script_name]),
         "</body></html>",
     ])
 

@@ -22,8 +22,9 @@ JSON_DECIMALS = 4
 
 def head_frame(record: AttentionRecord, layer: int, head: int) -> pd.DataFrame:
     """One head's map: a row per query, a column per key, labelled "#position token"."""
-    labels = [f"#{i} {t}" for i, t in enumerate(record.tokens)]
-    frame = pd.DataFrame(record.head(layer, head), index=labels, columns=labels)
+    rows = [f"#{i} {t}" for i, t in enumerate(record.tokens)]
+    columns = [f"#{i} {t}" for i, t in enumerate(record.keys)]
+    frame = pd.DataFrame(record.head(layer, head), index=rows, columns=columns)
     frame.index.name = "query \\ key"
     return frame
 
@@ -37,12 +38,13 @@ def _metadata(record: AttentionRecord) -> dict:
         "format_version": FORMAT_VERSION,
         "source": record.source,
         "tokens": list(record.tokens),
+        "key_tokens": list(record.key_tokens),
         "segment_ids": list(record.segment_ids),
         "special_positions": list(record.special_positions),
         "masks": list(record.masks),
         "dropped_tokens": record.dropped_tokens,
         "shape": {"layers": record.num_layers, "heads": record.num_heads,
-                  "query": record.num_tokens, "key": record.num_tokens},
+                  "query": record.num_tokens, "key": record.num_keys},
     }
 
 
@@ -85,6 +87,7 @@ def load_npz(data: bytes) -> AttentionRecord:
             segment_ids=tuple(meta["segment_ids"]),
             special_positions=tuple(meta["special_positions"]),
             dropped_tokens=meta["dropped_tokens"],
+            key_tokens=tuple(meta.get("key_tokens", ())),
         )
 
 

@@ -10,7 +10,7 @@ from plotly.subplots import make_subplots
 
 from models.record import AttentionRecord
 from viz import style
-from viz.labels import numbered_labels, tick_labels, tick_positions
+from viz.labels import numbered_labels, tick_labels
 
 HOVER = f"query: %{{y}}<br>key: %{{x}}<br>weight: %{{z:.{style.HOVER_DECIMALS}f}}<extra></extra>"
 GRID_HOVER = (
@@ -20,14 +20,23 @@ GRID_HOVER = (
 POSITION_HOVER = f"query #%{{y}}<br>key #%{{x}}<br>weight: %{{z:.{style.HOVER_DECIMALS}f}}<extra></extra>"
 
 
-def _axis(tokens, num_labels: int, categories: list[str] | None = None, **extra) -> dict:
-    """Tick labels thinned to `num_labels`; on a category axis the ticks name categories."""
-    positions = tick_positions(len(tokens), num_labels)
+def _axis(tokens, step: int, categories: list[str] | None = None, **extra) -> dict:
+    """Every `step`-th token labelled; on a category axis the ticks name categories."""
+    positions = style.every_nth(len(tokens), step)
     labels = tick_labels(tokens)
     tickvals = positions if categories is None else [categories[p] for p in positions]
     kind = {} if categories is None else {"type": "category"}
     return dict(tickmode="array", tickvals=tickvals, ticktext=[labels[p] for p in positions],
                 showgrid=False, zeroline=False, **kind, **extra)
+
+
+def _plot_sides(columns: int, rows: int, width: int, height: int) -> tuple[float, float]:
+    """Pixels the x and y axes of a square-celled map span inside a figure of this size."""
+    margin = style.HEATMAP_MARGIN
+    room_x = width - margin["l"] - margin["r"] - style.COLORBAR_ALLOWANCE_PX
+    room_y = height - margin["t"] - margin["b"]
+    cell = min(room_x / max(columns, 1), room_y / max(rows, 1))
+    return cell * columns, cell * rows
 
 
 def _hover(row_title: str, column_title: str, value_title: str) -> str:
@@ -81,13 +90,23 @@ def matrix_heatmap(
         colorbar=dict(title=dict(text=colorbar_title), thickness=14), **trace,
     ))
     size = style.heatmap_size(count)
+    width = size + style.HEATMAP_EXTRA_WIDTH
+    height = size if rows is tokens else style.heatmap_size(len(rows))
+    # Label every n-th token, n as small as the axis allows without labels touching; the hover
+    # names every cell's tokens in full.
+    x_px, y_px = _plot_sides(count, len(rows), width, height)
+    font_px = style.FONT["size"]
+    angle = style.KEY_LABEL_ANGLE
+    if style.label_step(count, x_px, style.label_pitch(font_px, angle)) > 1:
+        angle = style.UPRIGHT_LABEL_ANGLE  # upright labels need less room each
+    x_step = style.label_step(count, x_px, style.label_pitch(font_px, angle))
+    y_step = style.label_step(len(rows), y_px, style.label_pitch(font_px))
     figure.update_layout(
-        title=dict(text=title, y=0.995, yanchor="top"), font=style.FONT, width=size + 90,
-        height=size if rows is tokens else style.heatmap_size(len(rows)),
-        margin=style.HEATMAP_MARGIN, plot_bgcolor="white",
-        xaxis=_axis(tokens, style.MAX_TICK_LABELS, x_categories, side="top", tickangle=-45,
-                    title=axis_titles[1]),
-        yaxis=_axis(rows, style.MAX_TICK_LABELS, y_categories, autorange="reversed",
+        title=dict(text=title, y=0.995, yanchor="top"), font=style.FONT, width=width,
+        height=height, margin=style.HEATMAP_MARGIN, plot_bgcolor="white",
+        xaxis=_axis(tokens, x_step, x_categories, side="top", tickangle=angle,
+                    title=axis_titles[1], automargin=True),
+        yaxis=_axis(rows, y_step, y_categories, autorange="reversed",
                     title=axis_titles[0], scaleanchor="x"),
     )
     return figure

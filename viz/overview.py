@@ -5,6 +5,10 @@ max-pooled to THUMBNAIL_CELLS blocks along that axis (queries and keys on their 
 rectangular cross-attention map stays rectangular) (a block shows its largest weight, so thin
 diagonals stay visible), and weights travel as whole percents in one byte each. The exact values
 stay in the record for the enlarged head.
+
+Plotly does not report a click on a heatmap cell as a selection (plotly.js heatmaps have no
+point selection; streamlit/streamlit#8760), so a second trace puts one invisible, clickable marker
+on each tile: a click selects it, and `clicked_tile` reads its (layer, head) back.
 """
 
 from __future__ import annotations
@@ -16,6 +20,9 @@ from models.record import AttentionRecord
 from viz import style
 
 THUMBNAIL_CELLS = 64
+TILE_TRACE = "tiles"  # the name of the trace of clickable markers, one per tile
+TILE_MARKER_SHARE = 0.5  # marker width / tile width: plus Plotly's 20 px hover reach, a click
+#                          anywhere on the tile picks its marker, never a neighbour's
 
 
 def block_edges(size: int, blocks: int) -> np.ndarray:
@@ -65,10 +72,20 @@ def all_heads_figure(record: AttentionRecord, selected: tuple[int, int] | None =
                            line=dict(color=style.SELECTED_OUTLINE, width=3)))
     row_centres = [(i + 0.5) * side - 0.5 for i in range(layers)]
     column_centres = [(i + 0.5) * width - 0.5 for i in range(heads)]
+    tile_layers, tile_heads = np.divmod(np.arange(layers * heads), heads)  # point i: (i // H, i % H)
+    figure.add_trace(go.Scatter(
+        x=np.array(column_centres)[tile_heads], y=np.array(row_centres)[tile_layers],
+        mode="markers", name=TILE_TRACE, showlegend=False,
+        customdata=np.stack([tile_layers, tile_heads], axis=-1),
+        marker=dict(symbol="square", size=style.OVERVIEW_TILE_PX * TILE_MARKER_SHARE,
+                    color="rgba(0, 0, 0, 0)"),
+        hovertemplate="Layer %{customdata[0]} · Head %{customdata[1]}<br>click to open it below"
+                      "<extra></extra>",
+    ))
     pooled = side < record.num_tokens or width < record.num_keys
     tile_px = style.OVERVIEW_TILE_PX
     figure.update_layout(
-        shapes=shapes, font=style.FONT, plot_bgcolor="white",
+        shapes=shapes, font=style.FONT, plot_bgcolor="white", clickmode="event+select",
         width=heads * tile_px + 160, height=layers * tile_px + 110,
         margin=dict(l=10, r=10, t=80, b=10),
         title=dict(text=f"All {layers} layers × {heads} heads"
@@ -79,3 +96,22 @@ def all_heads_figure(record: AttentionRecord, selected: tuple[int, int] | None =
                    autorange="reversed", showgrid=False, zeroline=False, scaleanchor="x"),
     )
     return figure
+
+
+def clicked_tile(points: list[dict], num_layers: int, num_heads: int) -> tuple[int, int] | None:
+    """(layer, head) of the tile whose marker a click selected, read from the customdata
+    [layer, head] of a Plotly selection's points (the browser sends a numpy-built pair as
+    {"0": layer, "1": head}); None if no point is a tile of this mosaic."""
+    for point in points:
+        data = point.get("customdata")
+        if isinstance(data, dict):
+            data = [data.get("0"), data.get("1")]
+        if not isinstance(data, (list, tuple)) or len(data) != 2:
+            continue
+        if not all(isinstance(value, (int, float)) and not isinstance(value, bool)
+                   for value in data):
+            continue
+        layer, head = int(data[0]), int(data[1])
+        if 0 <= layer < num_layers and 0 <= head < num_heads:
+            return layer, head
+    return None

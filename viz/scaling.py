@@ -2,11 +2,29 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from viz import style
+
+SQRT_SCALE, LOG_LOG_SCALE, LINEAR_SCALE = "sqrt", "log-log", "linear"
+X_SCALES = (SQRT_SCALE, LOG_LOG_SCALE, LINEAR_SCALE)
+X_TITLES = {SQRT_SCALE: "d (dimensions of q and k), spaced by √d",
+            LOG_LOG_SCALE: "d (dimensions of q and k), log scale",
+            LINEAR_SCALE: "d (dimensions of q and k)"}
+SCALE_NOTES = {
+    SQRT_SCALE: "The x axis is spaced by √d: anything that grows like √d is a straight line "
+                "through 0.",
+    LOG_LOG_SCALE: "Both axes are logarithmic: d^p is a straight line of slope p, so √d = d^½ "
+                   "climbs one decade for every two decades of d.",
+    LINEAR_SCALE: "Both axes are linear: √d climbs fast at small d, then ever more slowly.",
+}
+SQRT_TICK_CANDIDATES = (0, 1, 10, 100, 500, 1000, 2500, 5000, 10_000, 25_000, 50_000, 100_000)
+MIN_TICK_GAP = 0.06  # of the axis: closer √d ticks would print on top of each other
+AXIS_PADDING = 1.03  # the √d axis ends a little after the largest d
 
 APPROXIMATION_NOTE = (
     "Dashed: √(2d/π), the mean |x| of a normal with variance d. It is an approximation: "
@@ -25,53 +43,87 @@ def _line_layout(figure: go.Figure, title: str, y_title: str) -> go.Figure:
     return figure
 
 
-def dot_product_figure(dimensions: np.ndarray, measured: np.ndarray, approximation: np.ndarray,
-                       *, samples: int, highlight: tuple[int, float] | None = None) -> go.Figure:
-    """Measured mean |q . k| against d on a log x axis, the normal approximation dashed, and
-    below it their ratio, which approaches 1 as d grows.
+def _tick_dimensions(largest: float) -> list[int]:
+    """Round values of d for a √d-spaced axis, none crowding the one before it."""
+    kept: list[int] = []
+    for d in SQRT_TICK_CANDIDATES:
+        if d > largest:
+            break
+        if not kept or math.sqrt(d) - math.sqrt(kept[-1]) >= MIN_TICK_GAP * math.sqrt(largest):
+            kept.append(d)
+    return kept
 
+
+def dot_product_figure(dimensions: np.ndarray, measured: np.ndarray, approximation: np.ndarray,
+                       *, samples: int, highlight: tuple[int, float] | None = None,
+                       x_scale: str = SQRT_SCALE) -> go.Figure:
+    """Measured mean |q . k| against d, the normal approximation dashed, and below it their
+    ratio, which approaches 1 as d grows.
+
+    x_scale: SQRT_SCALE spaces d by √d (growth like √d is a straight line), LOG_LOG_SCALE puts
+    both axes of the upper plot on a log scale (√d has slope ½), LINEAR_SCALE leaves d as it is.
     highlight: (d_k, measured mean |q . k| at d_k), drawn as a marker.
     """
+    if x_scale not in X_SCALES:
+        raise ValueError(f"unknown x scale {x_scale!r}; known: {X_SCALES}")
+    dimensions = np.asarray(dimensions)
+
+    def placed(d):  # where d sits on the x axis
+        return np.sqrt(np.asarray(d, dtype=np.float64)) if x_scale == SQRT_SCALE else d
+
     ratio = measured / approximation  # (n,)
     figure = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.7, 0.3],
                            vertical_spacing=0.06)
     figure.add_trace(go.Scatter(
-        x=dimensions, y=approximation, mode="lines",
+        x=placed(dimensions), y=approximation, mode="lines", customdata=dimensions,
         name="√(2d/π) (approximation)", line=dict(color=style.APPROXIMATION_COLOR, dash="dash"),
-        hovertemplate="d = %{x}<br>√(2d/π) = %{y:.3f}<extra></extra>",
+        hovertemplate="d = %{customdata}<br>√(2d/π) = %{y:.3f}<extra></extra>",
     ), row=1, col=1)
     figure.add_trace(go.Scatter(
-        x=dimensions, y=measured, mode="markers+lines",
+        x=placed(dimensions), y=measured, mode="markers+lines",
         name=f"measured (mean of {samples} pairs)",
-        line=dict(color=style.MEASURED_COLOR), customdata=np.stack([approximation, ratio], axis=-1),
-        hovertemplate=("d = %{x}<br>mean |q·k| = %{y:.3f}<br>√(2d/π) = %{customdata[0]:.3f}"
-                       "<br>ratio = %{customdata[1]:.3f}<extra></extra>"),
+        line=dict(color=style.MEASURED_COLOR),
+        customdata=np.stack([dimensions, approximation, ratio], axis=-1),
+        hovertemplate=("d = %{customdata[0]}<br>mean |q·k| = %{y:.3f}<br>"
+                       "√(2d/π) = %{customdata[1]:.3f}<br>ratio = %{customdata[2]:.3f}"
+                       "<extra></extra>"),
     ), row=1, col=1)
     if highlight is not None:
         figure.add_trace(go.Scatter(
-            x=[highlight[0]], y=[highlight[1]], mode="markers",
-            name=f"your d_k = {highlight[0]}",
+            x=placed([highlight[0]]), y=[highlight[1]], mode="markers", customdata=[highlight[0]],
+            name=f"your d_k = {highlight[0]:,}",
             marker=dict(color=style.UNSCALED_COLOR, size=14, symbol="diamond"),
-            hovertemplate="d_k = %{x}<br>mean |q·k| = %{y:.3f}<extra></extra>",
+            hovertemplate="d_k = %{customdata}<br>mean |q·k| = %{y:.3f}<extra></extra>",
         ), row=1, col=1)
     figure.add_trace(go.Scatter(
-        x=dimensions, y=np.ones(len(dimensions)), mode="lines", showlegend=False,
+        x=placed(dimensions), y=np.ones(len(dimensions)), mode="lines", showlegend=False,
         line=dict(color=style.APPROXIMATION_COLOR, dash="dash"), hoverinfo="skip",
     ), row=2, col=1)
     figure.add_trace(go.Scatter(
-        x=dimensions, y=ratio, mode="markers+lines", name="measured / √(2d/π)",
-        line=dict(color=style.MEASURED_COLOR), showlegend=False,
-        hovertemplate="d = %{x}<br>measured / √(2d/π) = %{y:.3f}<extra></extra>",
+        x=placed(dimensions), y=ratio, mode="markers+lines", name="measured / √(2d/π)",
+        line=dict(color=style.MEASURED_COLOR), showlegend=False, customdata=dimensions,
+        hovertemplate="d = %{customdata}<br>measured / √(2d/π) = %{y:.3f}<extra></extra>",
     ), row=2, col=1)
     _line_layout(figure, "Mean |q·k| of random standard-normal vectors grows like √d",
                  "mean |q·k|")
     figure.update_layout(height=style.LINE_PLOT_HEIGHT + style.RATIO_PANEL_PX,
                          margin=dict(b=style.NOTE_MARGIN_PX))
-    figure.update_xaxes(type="log", gridcolor="#eeeeee")
+    largest = max(float(dimensions.max()), float(highlight[0]) if highlight else 0.0)
+    if x_scale == SQRT_SCALE:
+        ticks = _tick_dimensions(largest)
+        figure.update_xaxes(type="linear", tickmode="array", tickvals=placed(ticks),
+                            ticktext=[f"{d:,}" for d in ticks],
+                            range=[0, math.sqrt(largest) * AXIS_PADDING])
+    else:
+        figure.update_xaxes(type="log" if x_scale == LOG_LOG_SCALE else "linear")
+    figure.update_xaxes(gridcolor="#eeeeee")
     figure.update_xaxes(title=None, row=1, col=1)
-    figure.update_xaxes(title="d (dimensions of q and k)", row=2, col=1)
+    figure.update_xaxes(title=X_TITLES[x_scale], row=2, col=1)
+    if x_scale == LOG_LOG_SCALE:
+        figure.update_yaxes(type="log", rangemode="normal", row=1, col=1)
     figure.update_yaxes(title="ratio", rangemode="normal", gridcolor="#eeeeee", row=2, col=1)
-    figure.add_annotation(text=APPROXIMATION_NOTE, xref="paper", yref="paper", x=0, y=0,
+    figure.add_annotation(text=SCALE_NOTES[x_scale] + "<br>" + APPROXIMATION_NOTE,
+                          xref="paper", yref="paper", x=0, y=0,
                           yshift=-style.NOTE_MARGIN_PX + 10, yanchor="bottom",
                           showarrow=False, xanchor="left", align="left",
                           font=dict(size=style.SMALL_FONT_SIZE + 1))

@@ -7,6 +7,7 @@ mask left empty (they sum to 0) are left out.
 - mean_distance: sum_j w_ij |i - j|, in token positions.
 - cls: weight on the first special token ([CLS] in BERT, <s> in RoBERTa/Llama).
 - sep: weight on every other special token ([SEP] in BERT, </s> in RoBERTa).
+- first: weight on the first token, special or not (a causal decoder's attention sink).
 - punctuation: weight on tokens made only of punctuation (".", ",", "##'", "Ġ!", ...).
 - self, previous, next: weight on key i, i-1, i+1; previous (next) is averaged over the rows
   that have a previous (next) token.
@@ -28,13 +29,14 @@ from models.record import AttentionRecord
 from viz.heatmap import matrix_heatmap
 from viz.tokens import EMPTY_ROW_WEIGHT, WORD_START_MARKERS, WORDPIECE_CONTINUATION
 
-SHARE_COLUMNS = ("cls", "sep", "punctuation", "self", "previous", "next")
+SHARE_COLUMNS = ("cls", "sep", "first", "punctuation", "self", "previous", "next")
 NUMERIC_COLUMNS = ("entropy_bits", "mean_distance") + SHARE_COLUMNS
 COLUMN_HELP = {
     "entropy_bits": "Entropy of a row in bits, averaged over rows: 0 = one key, log2(n) = even.",
     "mean_distance": "Average |query - key| position distance, weighted by attention.",
     "cls": "Share of attention on the first special token ([CLS]).",
     "sep": "Share of attention on the other special tokens ([SEP]).",
+    "first": "Share of attention on the first token, special or not: a decoder's attention sink.",
     "punctuation": "Share of attention on punctuation tokens.",
     "self": "Share of attention on the query token itself.",
     "previous": "Share of attention on the token just before the query.",
@@ -47,11 +49,12 @@ BROAD_ENTROPY_FRACTION = 0.8  # "broad": entropy at least 80 % of an even spread
 PATTERN_LABELS = {
     "previous": "previous-token", "next": "next-token", "self": "self",
     "sep": "[SEP] sink", "cls": "[CLS] sink", "punctuation": "punctuation",
+    "first": "first-token sink",  # after "cls": with [CLS] first, both shares are equal
 }
 LOCAL_LABEL, BROAD_LABEL, MIXED_LABEL = "local", "broad", "mixed"
 LABEL_RULES = (
     f"A head is labelled by the largest of its shares on the previous token, next token, itself, "
-    f"[SEP], [CLS] or punctuation when that share is at least {PATTERN_SHARE:.0%}; otherwise "
+    f"[SEP], [CLS], the first token or punctuation when that share is at least {PATTERN_SHARE:.0%}; otherwise "
     f"'{BROAD_LABEL}' when its entropy is at least {BROAD_ENTROPY_FRACTION:.0%} of an even "
     f"spread over the keys; otherwise '{LOCAL_LABEL}' when self + previous + next reach "
     f"{PATTERN_SHARE:.0%}; otherwise '{MIXED_LABEL}'."
@@ -115,6 +118,7 @@ def head_statistics(record: AttentionRecord) -> pd.DataFrame:
         columns = {
             "entropy_bits": _row_mean(row_entropy_bits(weights), live),
             "mean_distance": unmeasured, "cls": unmeasured, "sep": unmeasured,
+            "first": _row_mean(weights[..., 0], live),
             "punctuation": _row_mean(shares[..., 2], live),
             "self": unmeasured, "previous": unmeasured, "next": unmeasured,
         }
@@ -126,6 +130,7 @@ def head_statistics(record: AttentionRecord) -> pd.DataFrame:
         "mean_distance": _row_mean(np.einsum("lhqk,qk->lhq", weights, distance), live),
         "cls": _row_mean(shares[..., 0], live),
         "sep": _row_mean(shares[..., 1], live),
+        "first": _row_mean(weights[..., 0], live),
         "punctuation": _row_mean(shares[..., 2], live),
         "self": _row_mean(np.diagonal(weights, axis1=-2, axis2=-1), live),
         "previous": _row_mean(np.diagonal(weights, offset=-1, axis1=-2, axis2=-1),

@@ -1,4 +1,11 @@
-"""Colours, sizes and fonts shared by every figure."""
+"""Colours, sizes and fonts shared by every figure, and the presenter / colour-blind-safe theme."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import plotly.graph_objects as go
 
 COLORSCALE = "Blues"
 FONT = dict(family="Inter, 'Segoe UI', Helvetica, Arial, sans-serif", size=15)
@@ -12,6 +19,9 @@ HOVER_DECIMALS = 3
 GRID_COLUMNS = 4  # small multiples per row
 GRID_CELL_PX = 210
 MAX_TICK_LABELS = 64  # above this many tokens, tick labels are thinned
+HEATMAP_EXTRA_WIDTH = 90  # a single heatmap is this much wider than tall (its colour bar)
+KEY_LABEL_ANGLE = -45  # key labels along the top of a heatmap
+UPRIGHT_LABEL_ANGLE = -90  # ... when more fit that way
 MAX_HOVER_TOKENS_IN_GRID = 128  # above this, small multiples hover on positions only
 
 
@@ -49,3 +59,313 @@ HEAD_COLORS = ("#08519c", "#3182bd", "#6baed6", "#fd8d3c", "#e6550d", "#a63603",
                "#31a354", "#74c476", "#756bb1", "#9e9ac8", "#636363", "#bdbdbd")
 SPAN_RAMP_OPACITY = 0.35  # the ramp block on top of a learned span
 SPAN_LABEL_COLOR = "#252525"  # z written on a learned-span bar
+
+# Presenter mode and the colour-blind-safe palette (applied to any figure by `themed`)
+PRESENTER_FONT_PX = 18  # tick labels, legends, hover labels, annotations
+PRESENTER_AXIS_TITLE_PX = 20
+PRESENTER_TITLE_PX = 24
+PRESENTER_MAX_HEIGHT_PX = 540  # a figure this tall fits a 1280 x 720 screen under a heading
+PRESENTER_TEXT_COLOR = "#111111"  # 18.9:1 on white (WCAG asks 7:1 for enhanced contrast)
+LABEL_LINE_FACTOR = 1.2  # a tick label needs this many font sizes of axis length
+MIN_LABEL_SLANT = 0.5  # labels nearly along their x axis are treated as rotated by 30 degrees
+CHAR_WIDTH = 0.6  # a character's mean width, in font sizes
+COLORBAR_ALLOWANCE_PX = 90  # width a colour bar with its ticks takes from a figure
+STANDARD_PALETTE = "standard"
+SAFE_PALETTE = "colour-blind-safe"
+PALETTES = (STANDARD_PALETTE, SAFE_PALETTE)
+SAFE_SEQUENTIAL = "cividis"
+SAFE_DIVERGING = "PuOr"  # ColorBrewer marks it colour-blind safe
+# Okabe & Ito (2008), ordered so that the first colours stand out most on white
+OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442",
+             "#000000")
+GREY_CHROMA = 0.06  # a colour whose channels differ by less than this is a grey and kept
+
+
+def label_pitch(font_px: float, angle_deg: float = 0.0) -> float:
+    """Pixels along an axis that one tick label needs so that it does not touch the next: a
+    line height across the axis (a y axis, or an x axis whose labels are rotated by angle_deg)."""
+    slant = abs(math.sin(math.radians(angle_deg))) if angle_deg else 1.0
+    return font_px * LABEL_LINE_FACTOR / max(slant, MIN_LABEL_SLANT)
+
+
+def label_step(count: int, axis_px: float, pitch_px: float) -> int:
+    """Label every n-th of `count` ticks, with n the smallest that leaves each label `pitch_px`
+    of an axis `axis_px` long."""
+    if count <= 0:
+        return 1
+    fitting = max(1, int(axis_px // pitch_px))
+    return max(1, math.ceil(count / fitting))
+
+
+def every_nth(count: int, step: int) -> list[int]:
+    """Positions 0, n, 2n, ... below `count`, the last of them moved to the last position so
+    the end of the text is labelled (its gap to the one before grows, never shrinks)."""
+    positions = list(range(0, count, max(1, step)))
+    if len(positions) > 1:
+        positions[-1] = count - 1
+    return positions
+
+
+def themed(figure: go.Figure, presenter: bool, palette: str = STANDARD_PALETTE) -> go.Figure:
+    """A copy of `figure` in presenter style (large dark text) and/or the colour-blind-safe
+    palette; the figure itself is returned when neither is asked for."""
+    if palette not in PALETTES:
+        raise ValueError(f"Unknown palette {palette!r}; choose one of {', '.join(PALETTES)}.")
+    if not presenter and palette == STANDARD_PALETTE:
+        return figure
+    result = go.Figure(figure)
+    if presenter:
+        _presenter_text(result)
+    if palette == SAFE_PALETTE:
+        _safe_colours(result)
+    return result
+
+
+# --- presenter text ---------------------------------------------------------------------------
+
+def _at_least(size, minimum: float) -> float:
+    return minimum if size is None else max(size, minimum)
+
+
+def _axes(figure: go.Figure) -> list:
+    layout = figure.layout
+    return [layout[name] for name in layout if re.fullmatch(r"[xy]axis\d*", name)]
+
+
+def _colorbars(figure: go.Figure) -> list:
+    bars = [figure.layout[name].colorbar for name in figure.layout
+            if re.fullmatch(r"coloraxis\d*", name)]
+    for trace in figure.data:
+        if "colorbar" in trace:
+            bars.append(trace.colorbar)
+        if "marker" in trace and "colorbar" in trace.marker:
+            bars.append(trace.marker.colorbar)
+    return bars
+
+
+def _fit_screen(figure: go.Figure) -> None:
+    """Shrink a figure taller than a projected screen allows, keeping its proportions."""
+    layout = figure.layout
+    if layout.height is None or layout.height <= PRESENTER_MAX_HEIGHT_PX:
+        return
+    factor = PRESENTER_MAX_HEIGHT_PX / layout.height
+    layout.height = PRESENTER_MAX_HEIGHT_PX
+    if layout.width is not None:
+        layout.width = round(layout.width * factor)
+
+
+def _presenter_text(figure: go.Figure) -> None:
+    _fit_screen(figure)
+    layout = figure.layout
+    dark = PRESENTER_TEXT_COLOR
+    layout.font.size = _at_least(layout.font.size, PRESENTER_FONT_PX)
+    layout.font.color = dark
+    layout.title.font.size = _at_least(layout.title.font.size, PRESENTER_TITLE_PX)
+    layout.title.font.color = dark
+    layout.legend.font.size = _at_least(layout.legend.font.size, PRESENTER_FONT_PX)
+    layout.legend.font.color = dark
+    layout.hoverlabel.font.size = _at_least(layout.hoverlabel.font.size, PRESENTER_FONT_PX)
+    for axis in _axes(figure):
+        axis.tickfont.size = _at_least(axis.tickfont.size, PRESENTER_FONT_PX)
+        axis.tickfont.color = dark
+        axis.title.font.size = _at_least(axis.title.font.size, PRESENTER_AXIS_TITLE_PX)
+        axis.title.font.color = dark
+        axis.automargin = True
+        _thin_ticks(figure, axis)
+    for bar in _colorbars(figure):
+        bar.tickfont.size = _at_least(bar.tickfont.size, PRESENTER_FONT_PX)
+        bar.tickfont.color = dark
+        bar.title.font.size = _at_least(bar.title.font.size, PRESENTER_FONT_PX)
+        bar.title.font.color = dark
+    for annotation in layout.annotations:
+        annotation.font.size = _at_least(annotation.font.size, PRESENTER_FONT_PX)
+        if annotation.font.color is None or _contrast_on_white(annotation.font.color) < 7:
+            annotation.font.color = dark
+    for trace in figure.data:
+        if trace.type in ("bar", "scatter") and "textfont" in trace and trace.text is not None:
+            trace.textfont.size = _at_least(trace.textfont.size, PRESENTER_FONT_PX)
+
+
+def _has_colorbar(figure: go.Figure) -> bool:
+    return any(getattr(trace, "showscale", None) is not False and "colorscale" in trace
+               and trace.type in ("heatmap", "contour") for trace in figure.data)
+
+
+def _axis_length(figure: go.Figure, axis) -> float | None:
+    """Pixels an axis spans when the figure fixes its size (else None). Square-celled maps
+    (`scaleanchor`) take the shorter of the two sides."""
+    layout = figure.layout
+    margin = layout.margin
+    if layout.height is None:
+        return None
+    height = layout.height - (margin.t or 0) - (margin.b or 0)
+    width = None
+    if layout.width is not None:
+        width = layout.width - (margin.l or 0) - (margin.r or 0)
+        width -= COLORBAR_ALLOWANCE_PX if _has_colorbar(figure) else 0
+    anchored = any(a.scaleanchor is not None for a in _axes(figure))
+    if axis.plotly_name.startswith("y"):
+        total = height if width is None or not anchored else min(height, width)
+    elif width is None:
+        return height if anchored else None
+    else:
+        total = width if not anchored else min(height, width)
+    low, high = axis.domain if axis.domain is not None else (0.0, 1.0)
+    return max(0.0, total * (high - low))
+
+
+def _thin_ticks(figure: go.Figure, axis) -> None:
+    """Keep every n-th explicit tick label so that the larger font does not overlap."""
+    if axis.tickmode != "array" or axis.ticktext is None or axis.tickvals is None:
+        return
+    length = _axis_length(figure, axis)
+    if length is None:
+        return
+    vertical = axis.plotly_name.startswith("y")
+    if vertical:
+        pitch = label_pitch(axis.tickfont.size)
+    elif axis.tickangle in (None, 0):
+        longest = max((len(str(t)) for t in axis.ticktext), default=1)
+        pitch = max(label_pitch(axis.tickfont.size), longest * axis.tickfont.size * CHAR_WIDTH)
+    else:
+        pitch = label_pitch(axis.tickfont.size, axis.tickangle)
+        upright = label_pitch(axis.tickfont.size, UPRIGHT_LABEL_ANGLE)
+        if label_step(len(axis.ticktext), length, pitch) > 1 and upright < pitch:
+            axis.tickangle, pitch = UPRIGHT_LABEL_ANGLE, upright  # more labels fit upright
+    step = label_step(len(axis.ticktext), length, pitch)
+    if step > 1:
+        kept = every_nth(len(axis.ticktext), step)
+        axis.tickvals = [axis.tickvals[i] for i in kept]
+        axis.ticktext = [axis.ticktext[i] for i in kept]
+
+
+# --- colours ------------------------------------------------------------------------------------
+
+def relative_luminance(colour: str) -> float:
+    """WCAG 2 relative luminance of a CSS colour (#rgb, #rrggbb, rgb(), rgba())."""
+    channels = [value / 255 for value in _rgb(colour)]
+    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def contrast_ratio(first: str, second: str) -> float:
+    """WCAG 2 contrast ratio (1 to 21) between two colours."""
+    lighter, darker = sorted((relative_luminance(first), relative_luminance(second)), reverse=True)
+    return (lighter + 0.05) / (darker + 0.05)
+
+
+def _contrast_on_white(colour: str) -> float:
+    try:
+        return contrast_ratio(colour, "#ffffff")
+    except ValueError:
+        return 1.0
+
+
+def _rgb(colour: str) -> tuple[float, float, float]:
+    return _rgba(colour)[:3]
+
+
+def _rgba(colour: str) -> tuple[float, float, float, float]:
+    text = str(colour).strip().lower()
+    if text.startswith("#") and len(text) in (4, 7):
+        digits = text[1:]
+        if len(digits) == 3:
+            digits = "".join(c * 2 for c in digits)
+        return (int(digits[0:2], 16), int(digits[2:4], 16), int(digits[4:6], 16), 1.0)
+    match = re.fullmatch(r"rgba?\(([^)]*)\)", text)
+    if match:
+        parts = [float(p) for p in match.group(1).split(",")]
+        if len(parts) in (3, 4):
+            return (parts[0], parts[1], parts[2], parts[3] if len(parts) == 4 else 1.0)
+    named = {"white": (255, 255, 255), "black": (0, 0, 0), "grey": (128, 128, 128),
+             "gray": (128, 128, 128)}
+    if text in named:
+        return (*named[text], 1.0)
+    raise ValueError(f"Not a colour this module reads: {colour!r}")
+
+
+def _is_grey(colour: str) -> bool:
+    red, green, blue = _rgb(colour)
+    return (max(red, green, blue) - min(red, green, blue)) / 255 < GREY_CHROMA
+
+
+def _scale_colours(scale) -> list[str]:
+    return [entry[1] for entry in scale]
+
+
+def _safe_scale(scale):
+    """The colour-blind-safe counterpart of a colour scale (same light-to-dark direction), or
+    the scale itself when it is made of greys."""
+    if scale is None:
+        return None
+    try:
+        colours = _scale_colours(scale)
+        if all(_is_grey(c) for c in colours):
+            return scale
+        lightness = [relative_luminance(c) for c in colours]
+    except (ValueError, TypeError, IndexError):
+        return scale
+    ends = (lightness[0], lightness[-1])
+    if max(lightness[1:-1], default=-1.0) > max(ends) + 0.05:  # light middle: diverging
+        return SAFE_DIVERGING
+    return SAFE_SEQUENTIAL if lightness[0] < lightness[-1] else SAFE_SEQUENTIAL + "_r"
+
+
+class _Categorical:
+    """Maps each distinct non-grey colour of a figure, in order of first use, to Okabe-Ito."""
+
+    def __init__(self) -> None:
+        self.assigned: dict[tuple[float, float, float], str] = {}
+
+    def __call__(self, colour):
+        if colour is None or not isinstance(colour, str):
+            return colour
+        try:
+            red, green, blue, alpha = _rgba(colour)
+        except ValueError:
+            return colour
+        if _is_grey(colour):
+            return colour
+        key = (red, green, blue)
+        if key not in self.assigned:
+            self.assigned[key] = OKABE_ITO[len(self.assigned) % len(OKABE_ITO)]
+        new = self.assigned[key]
+        if alpha >= 1.0:
+            return new
+        r, g, b = _rgb(new)
+        return f"rgba({r:g}, {g:g}, {b:g}, {alpha:g})"
+
+    def many(self, colours):
+        if isinstance(colours, str) or colours is None:
+            return self(colours)
+        values = list(colours)
+        if not all(isinstance(c, str) for c in values):
+            return colours  # numbers on a colour scale
+        return [self(c) for c in values]
+
+
+def _safe_colours(figure: go.Figure) -> None:
+    layout = figure.layout
+    layout.colorway = OKABE_ITO
+    for name in layout:
+        if re.fullmatch(r"coloraxis\d*", name) and layout[name].colorscale is not None:
+            layout[name].colorscale = _safe_scale(layout[name].colorscale)
+    recolour = _Categorical()
+    for trace in figure.data:
+        if "colorscale" in trace and trace.colorscale is not None:
+            trace.colorscale = _safe_scale(trace.colorscale)
+        if "marker" in trace:
+            marker = trace.marker
+            if "colorscale" in marker and marker.colorscale is not None:
+                marker.colorscale = _safe_scale(marker.colorscale)
+            if "color" in marker and marker.color is not None:
+                marker.color = recolour.many(marker.color)
+            if "line" in marker and marker.line.color is not None:
+                marker.line.color = recolour.many(marker.line.color)
+        if "line" in trace and trace.line.color is not None:
+            trace.line.color = recolour(trace.line.color)
+        if "fillcolor" in trace and trace.fillcolor is not None:
+            trace.fillcolor = recolour(trace.fillcolor)
+    for shape in layout.shapes:
+        shape.line.color = recolour(shape.line.color)
+        shape.fillcolor = recolour(shape.fillcolor)

@@ -22,6 +22,7 @@ SERIES_COLOURS = (style.SCALED_COLOR, style.UNSCALED_COLOR)  # pretrained, from 
 BEFORE_COLOUR = "#9ecae1"
 AFTER_COLOUR = "#08519c"
 CHANCE_COLOUR = "#636363"
+DATA_PLOT_PX = 300
 LEGEND_PX = 110  # room under a line plot for a legend of up to four long names
 
 
@@ -32,6 +33,24 @@ def _line_layout(figure: go.Figure, title: str, x_title: str, y_title: str) -> g
         legend=dict(orientation="h", yanchor="top", y=-0.18, xanchor="left", x=0.0),
         xaxis=dict(title=x_title, gridcolor="#eeeeee", rangemode="tozero"),
         yaxis=dict(title=y_title, gridcolor="#eeeeee", rangemode="tozero"),
+    )
+    return figure
+
+
+def data_figure(class_names, train_counts, held_out_counts) -> go.Figure:
+    """Sentences per class, stacked: the part trained on and the part held out."""
+    figure = go.Figure()
+    for name, counts, colour in (("trained on", train_counts, AFTER_COLOUR),
+                                 ("held out", held_out_counts, BEFORE_COLOUR)):
+        figure.add_trace(go.Bar(x=list(class_names), y=list(counts), name=name,
+                                marker_color=colour,
+                                hovertemplate="%{x}: %{y} sentences<extra>" + name + "</extra>"))
+    figure.update_layout(
+        barmode="stack", title=dict(text="The labelled sentences, per class"), font=style.FONT,
+        height=DATA_PLOT_PX, margin=dict(l=10, r=10, t=60, b=40), plot_bgcolor="white",
+        legend=dict(orientation="h", yanchor="bottom", y=1.0, x=1.0, xanchor="right"),
+        xaxis=dict(type="category", title="label"),
+        yaxis=dict(title="sentences", gridcolor="#eeeeee"),
     )
     return figure
 

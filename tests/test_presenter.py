@@ -1,0 +1,248 @@
+"""Presenter mode, the colour-blind-safe palette, figure downloads and long-input tick labels."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import numpy as np
+import plotly.colors
+import pytest
+
+from models.predictions import Candidate
+from models.record import AttentionRecord
+from tests.app_support import ROOT, figures, run_page
+from ui.charts import chart_config
+from ui.state import PRESENTER_CSS
+from viz import style
+from viz.heatmap import attention_heatmap, layer_heads_grid
+from viz.positions import sinusoid_heatmap
+from viz.predictions import candidate_bars
+from viz.span import ramp_figure
+
+SAFE = style.SAFE_PALETTE
+WORDS_600 = " ".join(f"word{i % 50}" for i in range(600))
+
+
+def make_record(tokens, layers=2, heads=3, seed=0) -> AttentionRecord:
+    rng = np.random.default_rng(seed)
+    raw = rng.random((layers, heads, len(tokens), len(tokens)))
+    return AttentionRecord(tokens=tuple(tokens), weights=raw / raw.sum(-1, keepdims=True),
+                           source="synthetic")
+
+
+def wcag_luminance(hex_colour: str) -> float:
+    """WCAG 2.x relative luminance, written out from the definition."""
+    value = hex_colour.lstrip("#")
+    channels = []
+    for i in (0, 2, 4):
+        srgb = int(value[i:i + 2], 16) / 255
+        channels.append(srgb / 12.92 if srgb <= 0.04045 else ((srgb + 0.055) / 1.055) ** 2.4)
+    red, green, blue = channels
+    return 0.2126 * red + 0.7152 * green + 0.0722 * blue
+
+
+def wcag_contrast(first: str, second: str) -> float:
+    high, low = sorted((wcag_luminance(first), wcag_luminance(second)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def figure_kinds():
+    record = make_record(["[CLS]", "time", "flies", "like", "an", "arrow", "[SEP]"], heads=6)
+    bars = candidate_bars(tuple(Candidate(i, f"w{i}", f" w{i}", p) for i, p in
+                                enumerate((0.5, 0.3, 0.2))), "Top tokens", 1)
+    return {
+        "heatmap": attention_heatmap(record, 1, 2),
+        "subplots": layer_heads_grid(record, 1),
+        "bars": bars,
+        "lines": ramp_figure(np.linspace(0, 10, 50), np.clip((6 - np.linspace(0, 10, 50)) / 2,
+                                                             0, 1), 4.0, 2.0),
+        "diverging": sinusoid_heatmap(np.sin(np.arange(40).reshape(8, 5))),
+    }
+
+
+# --- contrast ----------------------------------------------------------------------------------
+
+def test_presenter_text_colour_has_at_least_7_to_1_contrast_on_white():
+    assert wcag_contrast("#000000", "#ffffff") == pytest.approx(21.0)
+    assert wcag_contrast("#777777", "#ffffff") == pytest.approx(4.48, abs=0.01)  # WCAG's example
+    ratio = wcag_contrast(style.PRESENTER_TEXT_COLOR, "#ffffff")
+    assert ratio >= 7.0
+    assert style.contrast_ratio(style.PRESENTER_TEXT_COLOR, "#ffffff") == pytest.approx(ratio)
+    for colour in ("#111111", "#333333"):  # the presenter CSS's text and caption colours
+        assert colour in PRESENTER_CSS and wcag_contrast(colour, "#ffffff") >= 7.0
+
+
+# --- presenter text on every kind of figure ------------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["heatmap", "subplots", "bars", "lines", "diverging"])
+def test_presenter_mode_makes_every_text_large_and_dark(kind):
+    figure = figure_kinds()[kind]
+    before = json.loads(figure.to_json())
+    shown = style.themed(figure, presenter=True, palette=style.STANDARD_PALETTE)
+    assert json.loads(figure.to_json()) == before  # the original is untouched
+    layout = shown.layout
+    dark = style.PRESENTER_TEXT_COLOR
+    assert layout.font.size >= 18 and layout.font.color == dark
+    assert layout.title.font.size >= 24 and layout.title.font.color == dark
+    assert layout.hoverlabel.font.size >= 18 and layout.legend.font.size >= 18
+    axes = [layout[name] for name in layout if name.startswith(("xaxis", "yaxis"))]
+    assert axes and len(axes) == len([n for n in figure.layout if n.startswith(("xaxis", "yaxis"))])
+    for axis in axes:
+        assert axis.tickfont.size >= 18 and axis.tickfont.color == dark
+        assert axis.title.font.size >= 18 and axis.title.font.size > axis.tickfont.size - 1
+    for annotation in layout.annotations:  # subplot titles, notes on lines
+        assert annotation.font.size >= 18
+        assert wcag_contrast(annotation.font.color, "#ffffff") >= 7.0
+    bars = [t.colorbar for t in shown.data if "colorbar" in t and t.showscale is not False]
+    bars += [layout[n].colorbar for n in layout if n.startswith("coloraxis")]
+    for bar in bars:
+        assert bar.tickfont.size >= 18 and bar.title.font.size >= 18
+    assert layout.title.font.size > max(axis.tickfont.size for axis in axes)
+    if kind == "subplots":
+        assert len(layout.annotations) == 6 and len(axes) == 16  # 2 x 4 subplots
+    if kind == "bars":
+        assert shown.data[0].textfont.size >= 18
+
+
+def test_nothing_asked_returns_the_same_figure_and_bad_palette_is_refused():
+    figure = figure_kinds()["heatmap"]
+    assert style.themed(figure, presenter=False, palette=style.STANDARD_PALETTE) is figure
+    with pytest.raises(ValueError):
+        style.themed(figure, presenter=False, palette="rainbow")
+
+
+# --- the colour-blind-safe palette ---------------------------------------------------------------
+
+def _scale_colours(scale) -> list[str]:
+    return [entry[1].lower() for entry in scale]
+
+
+def _named(name: str) -> list[str]:
+    return [entry[1].lower() for entry in plotly.colors.get_colorscale(name)]
+
+
+def test_safe_palette_swaps_sequential_diverging_and_categorical_colours():
+    kinds = figure_kinds()
+    heatmap = style.themed(kinds["heatmap"], presenter=False, palette=SAFE)
+    # Blues runs light to dark; its replacement keeps that direction (reversed cividis).
+    assert _scale_colours(heatmap.data[0].colorscale) == _named("cividis_r")
+    grid = style.themed(kinds["subplots"], presenter=False, palette=SAFE)
+    assert _scale_colours(grid.layout.coloraxis.colorscale) == _named("cividis_r")
+    diverging = style.themed(kinds["diverging"], presenter=False, palette=SAFE)
+    assert _scale_colours(diverging.data[0].colorscale) == _named(style.SAFE_DIVERGING)
+    okabe = {c.lower() for c in style.OKABE_ITO}
+    bars = style.themed(kinds["bars"], presenter=False, palette=SAFE)
+    before = list(kinds["bars"].data[0].marker.color)
+    after = [c.lower() for c in bars.data[0].marker.color]
+    assert set(after) <= okabe and len(set(after)) == len(set(before)) == 2
+    assert [a == after[0] for a in after] == [b == before[0] for b in before]  # same grouping
+    lines = style.themed(kinds["lines"], presenter=False, palette=SAFE)
+    for trace in lines.data:
+        colour = trace.line.color if trace.mode == "lines" else trace.marker.color
+        assert colour.lower() in okabe
+    for shape in lines.layout.shapes:  # the ramp band keeps its transparency
+        if shape.fillcolor:
+            assert shape.fillcolor.startswith("rgba(") and shape.fillcolor.endswith(", 0.25)")
+
+
+# --- long inputs: thinned labels that never pile up ---------------------------------------------
+
+def _fits(figure, axis_name: str) -> tuple[int, float]:
+    """(labels, axis length in px) for a heatmap axis, using the figure's own size and margins."""
+    layout = figure.layout
+    axis = layout[axis_name]
+    height = layout.height - layout.margin.t - layout.margin.b
+    width = layout.width - layout.margin.l - layout.margin.r - style.COLORBAR_ALLOWANCE_PX
+    length = min(height, width)  # square cells
+    return len(axis.ticktext), length
+
+
+@pytest.mark.parametrize("presenter", [False, True])
+def test_600_words_keep_their_tick_labels_apart_and_every_cell_named_on_hover(presenter):
+    words = WORDS_600.split()
+    record = make_record(words, layers=1, heads=1)
+    figure = style.themed(attention_heatmap(record, 0, 0), presenter=presenter)
+    for name in ("xaxis", "yaxis"):
+        axis = figure.layout[name]
+        font = axis.tickfont.size or figure.layout.font.size
+        count, length = _fits(figure, name)
+        assert 10 <= count < len(words)
+        assert count * font <= length, (name, count, font, length)
+        if name == "xaxis" and axis.tickangle not in (None, -90, 90):
+            slant = abs(np.sin(np.radians(axis.tickangle)))
+            assert count * font / slant <= length
+        positions = [int(str(v).rsplit("#", 1)[1]) for v in axis.tickvals]
+        gaps = np.diff(positions)
+        assert positions[0] == 0 and positions[-1] == len(words) - 1
+        assert len(set(gaps[:-1])) == 1 and gaps[-1] >= gaps[0]  # every n-th, and the last
+    trace = figure.data[0]
+    assert len(trace.x) == len(words) and trace.x[599] == "word49 #599"  # hover names each cell
+    assert "%{x}" in trace.hovertemplate and "%{y}" in trace.hovertemplate
+
+
+def test_short_inputs_keep_every_label():
+    record = make_record(["[CLS]", *[f"w{i}" for i in range(20)], "[SEP]"], layers=1, heads=1)
+    for presenter in (False, True):
+        figure = style.themed(attention_heatmap(record, 0, 0), presenter=presenter)
+        assert len(figure.layout.xaxis.ticktext) == 22 and len(figure.layout.yaxis.ticktext) == 22
+
+
+# --- downloads --------------------------------------------------------------------------------
+
+def test_chart_config_saves_png_at_scale_2_or_svg_named_after_the_key():
+    png = chart_config("maps_heatmap", "PNG")["toImageButtonOptions"]
+    assert png == {"format": "png", "filename": "maps_heatmap", "scale": 2}
+    svg = chart_config("maps_heatmap", "SVG")["toImageButtonOptions"]
+    assert svg == {"format": "svg", "filename": "maps_heatmap"}
+
+
+def test_page_in_presenter_mode_sends_themed_figures_svg_download_and_the_css():
+    at = run_page("attention_maps", text=WORDS_600,
+                  state={"sb_presenter": True, "sb_palette_safe": True, "sb_figure_format": "SVG"})
+    assert not at.error, [e.value for e in at.error]
+    charts = at.get("plotly_chart")
+    assert len(charts) >= 2
+    for chart in charts:
+        options = json.loads(chart.proto.config)["toImageButtonOptions"]
+        assert options["format"] == "svg" and options["filename"].startswith("maps_")
+    heatmap = figures(at)[0]
+    layout = heatmap["layout"]
+    assert layout["xaxis"]["tickfont"]["size"] >= 18 and layout["title"]["font"]["size"] >= 24
+    assert [c[1] for c in heatmap["data"][0]["colorscale"]][-1].lower() == \
+        _named("cividis_r")[-1]
+    count = len(layout["yaxis"]["ticktext"])
+    assert count * layout["yaxis"]["tickfont"]["size"] <= layout["height"]
+    styles = [m.value for m in at.markdown if "<style>" in str(m.value)]
+    assert styles == [PRESENTER_CSS]
+    assert "<script" not in PRESENTER_CSS and "http" not in PRESENTER_CSS
+    assert "font-size: 18px" in PRESENTER_CSS
+
+
+def test_default_mode_sends_plain_figures_png_download_and_no_css():
+    at = run_page("attention_maps", text="Time flies like an arrow.")
+    assert not at.error, [e.value for e in at.error]
+    options = json.loads(at.get("plotly_chart")[0].proto.config)["toImageButtonOptions"]
+    assert options == {"format": "png", "filename": "maps_heatmap", "scale": 2}
+    layout = figures(at)[0]["layout"]
+    assert layout["font"]["size"] == style.FONT["size"] and "tickfont" not in layout["xaxis"]
+    assert not [m for m in at.markdown if "<style>" in str(m.value)]
+    assert at.toggle(key="sb_presenter").value is False
+    assert at.radio(key="sb_figure_format").options == ["PNG", "SVG"]
+
+
+# --- every page goes through ui.charts.show ------------------------------------------------------
+
+def test_no_page_calls_plotly_chart_directly():
+    offenders = []
+    files = [*sorted((ROOT / "pages").glob("*.py")), *sorted((ROOT / "ui").glob("*.py")),
+             ROOT / "app.py"]
+    for path in files:
+        if path == ROOT / "ui" / "charts.py":
+            continue
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr == "plotly_chart":
+                offenders.append(f"{Path(path).relative_to(ROOT)}:{node.lineno}")
+    assert offenders == [], "draw figures with ui.charts.show: " + ", ".join(offenders)

@@ -1,0 +1,54 @@
+"""The one way a page draws a Plotly figure: themed for presenter mode and the chosen palette,
+with a toolbar camera button that saves it as PNG or SVG, drawn by plotly.js in the browser
+(nothing is fetched)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from viz.style import SAFE_PALETTE, STANDARD_PALETTE, themed
+
+# Session keys of the sidebar's Presenter section (ui.state.sidebar draws the widgets)
+PRESENTER = "sb_presenter"
+PALETTE_SAFE = "sb_palette_safe"
+FIGURE_FORMAT = "sb_figure_format"
+FORMATS = ("PNG", "SVG")
+PNG_SCALE = 2  # PNG downloads at twice the screen resolution, sharp on slides
+
+
+@dataclass(frozen=True)
+class Presentation:
+    """How figures are shown and saved."""
+
+    presenter: bool
+    palette: str
+    figure_format: str  # "PNG" or "SVG"
+
+
+def presentation() -> Presentation:
+    state = st.session_state
+    chosen = state.get(FIGURE_FORMAT, FORMATS[0])
+    return Presentation(
+        presenter=bool(state.get(PRESENTER)),
+        palette=SAFE_PALETTE if state.get(PALETTE_SAFE) else STANDARD_PALETTE,
+        figure_format=chosen if chosen in FORMATS else FORMATS[0],
+    )
+
+
+def chart_config(key: str, figure_format: str) -> dict:
+    """Plotly's config: the camera button saves `<key>.png` (at scale 2) or `<key>.svg`."""
+    image = {"format": figure_format.lower(), "filename": key}
+    if figure_format == "PNG":
+        image["scale"] = PNG_SCALE
+    return {"toImageButtonOptions": image, "displaylogo": False}
+
+
+def show(figure: go.Figure, key: str, container=st, **plotly_chart_kwargs):
+    """Draw `figure` in `container` (a column, a tab, the page) as the sidebar asks."""
+    settings = presentation()
+    shown = themed(figure, settings.presenter, settings.palette)
+    config = {**chart_config(key, settings.figure_format), **plotly_chart_kwargs.pop("config", {})}
+    return container.plotly_chart(shown, key=key, config=config, **plotly_chart_kwargs)
