@@ -43,7 +43,7 @@ if record is not None:
         st.caption(f"{record.num_tokens} tokens: each thumbnail shows the largest weight of each "
                    "block of tokens, so thin patterns stay visible; the enlarged head below is exact.")
     shape = (record.num_layers, record.num_heads)
-    show(all_heads_figure(record, (layer, head)), "all_mosaic",
+    show(all_heads_figure(record, (layer, head)), key="all_mosaic",
          on_select=lambda: open_clicked_tile(*shape), selection_mode="points")
-    show(attention_heatmap(record, layer, head), "all_heatmap")
+    show(attention_heatmap(record, layer, head), key="all_heatmap")
     export_buttons(record, layer, head, "all_export")

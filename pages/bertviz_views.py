@@ -52,8 +52,8 @@ def model_view_choice(record) -> ViewChoice | None:
 st.title("bertviz views")
 st.markdown(
     "[bertviz](https://github.com/jessevig/bertviz) is the classic way to look at a transformer's "
-    "attention. With a second sentence, its *Attention* menu filters A→A, B→B, A→B and B→A. "
-    "Everything here runs from this app's server: nothing is fetched from the internet."
+    "attention. With a second sentence, its *Attention* menu filters A→A, B→B, A→B and "
+    "B→A. Everything here runs from this app's server: nothing is fetched from the internet."
 )
 record = current_record()
 if record is not None:

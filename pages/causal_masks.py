@@ -52,12 +52,11 @@ if causal.record.dropped_tokens:
     st.warning(f"The input is longer than the encoder's {causal.record.num_tokens} positions: "
                f"the last {causal.record.dropped_tokens} tokens were dropped.")
 
-picture.subheader("Bidirectional and causal, side by side")
 charts.show(side_by_side((bidirectional.record, causal.record), layer, head,
                          ("Bidirectional (encoder)", "Causal (decoder)")),
             key="masks_side_by_side", container=picture)
 picture.markdown(
-    "On the left every row spreads its attention over the whole sentence. On the right row *i* "
+    "**Bidirectional and causal, side by side.** On the left every row spreads its attention over the whole sentence. On the right row *i* "
     "can only use columns 0 to *i*: everything above the diagonal is exactly 0, the first token "
     "attends only to itself, and each row still adds up to 1. In layer 0 both copies compute "
     "the same raw scores (they see the same embeddings); from layer 1 on the causal copy's "

@@ -54,9 +54,9 @@ if trace is not None:
         if st.checkbox(f"Leave {' and '.join(specials)} out of the bars", key="arith_no_special"):
             special = set(record.special_positions)
             shown_keys = [i for i in positions if i not in special] or None
-            st.caption(f"The bars leave out {', '.join(specials)}, but the softmax is still the "
+            st.caption(f"The bars leave out {' and '.join(specials)}, but the softmax is still the "
                        "model's, over every key it used: the weights shown no longer add up to 1.")
-    show(row_steps_figure(row, record.tokens, shown_keys), "arith_steps")
+    show(row_steps_figure(row, record.tokens, shown_keys), key="arith_steps")
     st.subheader("The numbers")
     st.dataframe(row_table(row, record.tokens), hide_index=True, key="arith_table",
                  column_config={"softmax weight": st.column_config.ProgressColumn(
@@ -78,8 +78,8 @@ if trace is not None:
     key = st.selectbox("Key token", positions, key="arith_key",
                        format_func=lambda i: f"#{i} {record.tokens[i]}")
     parts = key_products(row, key)
-    show(products_figure(parts, record.tokens, query), "arith_products")
+    show(products_figure(parts, record.tokens, query), key="arith_products")
     st.success(f"Check: the {len(parts.products)} products add up to {parts.total:.6f}, and step "
                f"1's q · k for this key is {parts.dot:.6f} (difference {parts.difference:.1e}).")
     st.subheader("The vectors")
-    show(vectors_figure(row, record.tokens), "arith_vectors")
+    show(vectors_figure(row, record.tokens), key="arith_vectors")

@@ -36,8 +36,9 @@ x_scale = st.radio("x axis", X_SCALES, format_func=SCALE_LABELS.get, horizontal=
                    help="A log x axis with a linear y axis makes √d look like it explodes; "
                         "spaced by √d, growth like √d is a straight line.")
 show(dot_product_figure(experiment.dimensions, experiment.mean_abs, experiment.approximation,
-                        samples=experiment.samples, highlight=(dimension, float(yours.mean_abs[0])),
-                        x_scale=x_scale), "scaling_dots")
+                        samples=experiment.samples,
+                        highlight=(dimension, float(yours.mean_abs[0])), x_scale=x_scale),
+     key="scaling_dots")
 st.caption(
     f"For each d from 1 to {int(experiment.dimensions[-1]):,}, {experiment.samples:,} pairs of "
     f"vectors were drawn from a standard normal distribution (seed {EXPERIMENT_SEED}). At your "
@@ -66,7 +67,8 @@ third.metric("Uniform (maximum)", f"{row.max_entropy:.2f} bits")
 show(softmax_bars_figure(dimension, unscaled_scores=row.unscaled_scores,
                          unscaled_weights=row.unscaled_weights, scaled_scores=row.scaled_scores,
                          scaled_weights=row.scaled_weights,
-                         entropies=(row.unscaled_entropy, row.scaled_entropy)), "scaling_bars")
+                         entropies=(row.unscaled_entropy, row.scaled_entropy)),
+     key="scaling_bars")
 
 st.markdown(
     "One row can be lucky or unlucky, so the curve below averages the entropy over "
@@ -75,4 +77,4 @@ st.markdown(
 )
 curve = teach.entropies(num_keys, EXPERIMENT_SEED)
 show(entropy_curve_figure(curve.dimensions, curve.unscaled, curve.scaled, num_keys=num_keys,
-                          highlight=dimension), "scaling_entropy")
+                          highlight=dimension), key="scaling_entropy")

@@ -45,10 +45,11 @@ def _presenter_on_sidebar_off(page) -> None:
     """Presenter settings are per viewer (not in links): switch them on as a teacher would."""
     page.get_by_text("Presenter mode", exact=True).click()
     wait_idle(page, SLOW_MS)
-    page.locator("style", has_text="font-size: 18px").first.wait_for(state="attached")
+    page.wait_for_function("""() => [...document.querySelectorAll('style')]
+        .some(s => s.textContent.includes('html { font-size: 18px; }'))""")
     page.locator('[data-testid="stSidebar"]').hover()
     page.locator('[data-testid="stSidebarCollapseButton"] button').click()
-    page.locator('[data-testid="stSidebar"][aria-expanded="false"]').wait_for(state="attached")
+    page.locator('[data-testid="stExpandSidebarButton"]').wait_for()
     page.wait_for_timeout(600)  # the sidebar's closing transition; figures then resize
 
 

@@ -266,8 +266,9 @@ def test_the_shared_inputs_round_trip_through_a_link():
     assert sidebar.text_input[0].value == "Man bites dog."
     assert sidebar.radio[0].value == Kind.SCRATCH_RANDOM.value
     assert sidebar.number_input[0].value == 17
-    assert [toggle.value for toggle in sidebar.toggle] == [True, True]
-    assert_link(at, "scaling", link)
+    assert [toggle.value for toggle in sidebar.toggle] == [True, True, False, False]
+    assert [toggle.key for toggle in sidebar.toggle][2:] == ["sb_presenter", "sb_palette_safe"]
+    assert_link(at, "scaling", link)  # presenter settings are per viewer: never in a link
 
     decoder = open_link("scaling", {"text": "Hi.", "model": "decoder"})
     assert decoder.sidebar.radio[0].value == Kind.DECODER.value

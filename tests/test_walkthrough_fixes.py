@@ -104,7 +104,7 @@ def test_bertviz_page_offers_layers_and_heads_and_says_what_clicks_do():
     said = texts(at)
     assert "**Double-click** a square to show only that head" in said
     assert "**Click** a square to hide or show that head" in said
-    assert "heads 10 and up reuse them from head 0" in said  # MiniLM has 12 heads, bertviz 10 colours
+    assert "heads 10 and up reuse them from head 0" in said  # MiniLM: 12 heads, bertviz: 10 colours
     at.radio(key="bertviz_view").set_value("model").run()
     assert at.multiselect(key="bertviz_layers").value == list(range(6))
     assert at.multiselect(key="bertviz_heads").value == list(range(12))
@@ -148,7 +148,8 @@ def hf_query_and_keys(loaded, text: str, layer: int, head: int) -> tuple[np.ndar
 
 
 def test_key_products_are_the_models_q_times_k_and_add_up_to_q_dot_k(default_model):
-    runner = ModelSource(Kind.ENCODER, default_model.name).load(pretrained=lambda name: default_model)
+    runner = ModelSource(Kind.ENCODER, default_model.name).load(
+        pretrained=lambda name: default_model)
     trace = runner.run(TEXT, None)
     row = row_arithmetic(trace, 2, 5, 3)
     query, keys = hf_query_and_keys(default_model, TEXT, 2, 5)

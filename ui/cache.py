@@ -22,7 +22,7 @@ from models.pretrained import DEFAULT_MODEL, LoadedModel, load_pretrained, model
 from models.record import AttentionRecord
 from models.source import Kind, LoadedSource, ModelSource
 from models.trace import Trace
-from viz.bertviz_views import view_html
+from viz.bertviz_views import ViewChoice, view_html
 from viz.tokens import TokenView, apply_token_options
 
 
@@ -140,7 +140,7 @@ def copied_difference(name: str, text: str, pair: str) -> float:
     return float(np.abs(ours.weights - reference.weights).max())
 
 
-def bertviz_html(record: AttentionRecord, view: str) -> str:
+def bertviz_html(record: AttentionRecord, view: str | ViewChoice) -> str:
     """The same HTML for the same input, so the frame is not rebuilt and redrawn on every rerun.
 
     Keyed by the record's content (a digest of its weights), kept in the byte-bounded store."""

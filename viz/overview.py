@@ -72,7 +72,7 @@ def all_heads_figure(record: AttentionRecord, selected: tuple[int, int] | None =
                            line=dict(color=style.SELECTED_OUTLINE, width=3)))
     row_centres = [(i + 0.5) * side - 0.5 for i in range(layers)]
     column_centres = [(i + 0.5) * width - 0.5 for i in range(heads)]
-    tile_layers, tile_heads = np.divmod(np.arange(layers * heads), heads)  # point i: (i // H, i % H)
+    tile_layers, tile_heads = np.divmod(np.arange(layers * heads), heads)  # (L*H,), (L*H,)
     figure.add_trace(go.Scatter(
         x=np.array(column_centres)[tile_heads], y=np.array(row_centres)[tile_layers],
         mode="markers", name=TILE_TRACE, showlegend=False,
