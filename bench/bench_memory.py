@@ -36,6 +36,7 @@ GOAL_BYTES = 6 * 10**9
 GIB = 2**30
 POLL_S = 0.2
 ACTION_TIMEOUT_MS = 300_000
+DOWNLOAD_TIMEOUT_MS = 90_000  # a download not received by then is reported as skipped
 KIND_TITLES = ("Pretrained encoder (BERT-like)", "Pretrained causal decoder",
                "From-scratch encoder, random weights",
                "From-scratch encoder, pretrained weights copied in")
@@ -158,8 +159,11 @@ def load_folder(page, name: str) -> str:
 
 def download(page, label: str) -> int:
     """Click a download button; returns the downloaded file's size in bytes."""
-    with page.expect_download(timeout=ACTION_TIMEOUT_MS) as info:
-        page.get_by_role("button", name=label).first.click()
+    wait_idle(page, ACTION_TIMEOUT_MS)
+    button = page.get_by_role("button", name=label).first
+    button.wait_for(timeout=ACTION_TIMEOUT_MS)
+    with page.expect_download(timeout=DOWNLOAD_TIMEOUT_MS) as info:
+        button.click()
     return Path(info.value.path()).stat().st_size
 
 

@@ -10,6 +10,9 @@
 
 A "target" is a token and the position whose output predicts it: for a causal LM the last
 position predicts the next token; for a masked LM the masked position predicts the hidden word.
+For a fine-tuned classifier (models.classifier.SequenceClassifier) the target is one class: its
+logits (B, C) are read as one position whose "vocabulary" is the classes, and `ClassLabels`
+stands in for the tokenizer when the outcome names its top classes.
 
 Dimensions: B batch, L layers, H heads, T tokens, Q/K positions, Dh head width, V vocabulary.
 """
@@ -24,7 +27,9 @@ import torch
 from torch import nn
 
 from models import predictions
-from models.capture import CapturedRun, Intervention, run_captured
+from models.capture import (ATTENTION_NAME, CapturedRun, Intervention, capturing, install,
+                            run_captured)
+from models.classifier import SequenceClassifier
 from models.encoder import Encoder
 from models.record import AttentionRecord
 from models.tokenize import EncodedText, encode
@@ -38,7 +43,7 @@ DEFAULT_BATCH = 32  # single-head ablations per forward in the importance grid, 
 GRID_BUDGET_BYTES = 256 * 2**20
 FLOAT_BYTES = 4
 TOP_K = 5
-NEXT_TOKEN, MASKED_WORD = "next token", "masked word"
+NEXT_TOKEN, MASKED_WORD, CLASS_PROBABILITY = "next token", "masked word", "class probability"
 
 Progress = Callable[[int, int], None]  # (ablations done, ablations in all)
 
@@ -92,8 +97,47 @@ class Comparison:
         return self.after.probability - self.before.probability
 
 
+class ClassLabels:
+    """A classifier's classes in the place of a tokenizer: output i reads as the i-th name."""
+
+    def __init__(self, names: Sequence[str]):
+        if len(names) < 2:
+            raise ValueError("A classifier needs at least two class names.")
+        self.names = tuple(str(name) for name in names)
+
+    def decode(self, ids, **_) -> str:
+        return "".join(self.names[int(i)] for i in ids)
+
+    def convert_ids_to_tokens(self, ids):
+        return self.names[int(ids)] if isinstance(ids, int) else [self.names[int(i)] for i in ids]
+
+
+def capturable(classifier: SequenceClassifier) -> SequenceClassifier:
+    """The classifier, with its encoder's attention going through the app's capture.
+
+    A copy of a loaded pretrained encoder keeps the capturing attention in its config; one that
+    does not is switched here. The from-scratch encoder reports to the capture by itself."""
+    if classifier.training:
+        raise ValueError("The classifier must be in eval mode to be ablated.")
+    encoder = classifier.encoder
+    if not isinstance(encoder, Encoder) and \
+            getattr(encoder.config, "_attn_implementation", None) != ATTENTION_NAME:
+        install(encoder)
+    return classifier
+
+
+def class_target(labels: ClassLabels, index: int) -> Target:
+    """Class `index` of a classifier as the target (its logits are one position: 0)."""
+    if not 0 <= index < len(labels.names):
+        raise ValueError(f"Class {index} is not one of the classifier's {len(labels.names)}.")
+    return Target(0, int(index), labels.names[index])
+
+
 def prediction_kind(model: nn.Module, tokenizer, causal: bool) -> str | None:
-    """NEXT_TOKEN for a causal LM, MASKED_WORD for a masked LM, None without a prediction head."""
+    """NEXT_TOKEN for a causal LM, MASKED_WORD for a masked LM, CLASS_PROBABILITY for a
+    fine-tuned classifier, None without a prediction head."""
+    if isinstance(model, SequenceClassifier):
+        return CLASS_PROBABILITY
     if isinstance(model, Encoder):
         return None
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
@@ -118,7 +162,7 @@ def prepare(model: nn.Module, tokenizer, max_tokens: int, text: str, causal: boo
     encoded = encode(tokenizer, text, pair, max_tokens)
     inputs = ({"input_ids": encoded.input_ids, "attention_mask": encoded.attention_mask}
               if causal else encoded.model_inputs())
-    if isinstance(model, Encoder):
+    if isinstance(model, (Encoder, SequenceClassifier)):
         inputs.setdefault("token_type_ids", None)
     return PreparedInput(encoded, inputs, causal, source)
 
@@ -172,6 +216,20 @@ def _forward_inputs(model: nn.Module, prepared: PreparedInput, batch: int) -> di
     return inputs
 
 
+def _run(model: nn.Module, inputs: dict, intervention: Intervention | None = None
+         ) -> CapturedRun:
+    """One captured forward; a classifier's logits (B, C) come back as (B, 1, C)."""
+    if not isinstance(model, SequenceClassifier):
+        return run_captured(model, inputs, intervention)
+    capturable(model)
+    with capturing(intervention) as capture, torch.inference_mode():
+        logits = model(inputs["input_ids"], inputs["attention_mask"],
+                       inputs.get("token_type_ids"))  # (B, C)
+    if not capture.layers:
+        raise RuntimeError("The classifier's encoder ran no captured attention.")
+    return CapturedRun(tuple(capture.layers), logits[:, None, :])  # (B, 1, C)
+
+
 def _target_log_probabilities(run: CapturedRun, target: Target, label: str) -> torch.Tensor:
     """(B,) the log-probability of the target token at its position, for each batch item."""
     if run.logits is None:
@@ -183,7 +241,7 @@ def _target_log_probabilities(run: CapturedRun, target: Target, label: str) -> t
 
 def plain_run(model: nn.Module, prepared: PreparedInput,
               intervention: Intervention | None = None) -> CapturedRun:
-    return run_captured(model, _forward_inputs(model, prepared, 1), intervention)
+    return _run(model, _forward_inputs(model, prepared, 1), intervention)
 
 
 def _outcome(run: CapturedRun, prepared: PreparedInput, target: Target, tokenizer,
@@ -199,12 +257,14 @@ def _outcome(run: CapturedRun, prepared: PreparedInput, target: Target, tokenize
 
 def predict(model: nn.Module, prepared: PreparedInput, tokenizer,
             target: Target | None = None, keep_record: bool = True) -> Outcome:
-    """The plain run's outcome; without a target (causal LM), the model's own most probable
-    next token becomes the target."""
+    """The plain run's outcome; without a target, a causal LM's own most probable next token
+    (a classifier's predicted class, `tokenizer` then being its ClassLabels) becomes the target."""
     run = plain_run(model, prepared)
     if run.logits is None:
         raise NoPrediction(no_prediction_message(prepared.source))
-    if target is None:
+    if target is None and isinstance(model, SequenceClassifier):
+        target = class_target(tokenizer, int(run.logits[0, -1].argmax()))
+    elif target is None:
         if not prepared.causal:
             raise ValueError("A masked language model needs a masked word as its target.")
         best = int(run.logits[0, -1].argmax())
@@ -285,7 +345,7 @@ def importance_grid(model: nn.Module, prepared: PreparedInput, target: Target,
         scale[torch.arange(stop - start), torch.arange(start, stop)] = 0.0  # item b ablates one
         edit = Intervention(head_scale=scale.view(-1, layers, heads),  # (B, L, H)
                             head_replacement=replacement)
-        run = run_captured(model, _forward_inputs(model, prepared, stop - start), edit)
+        run = _run(model, _forward_inputs(model, prepared, stop - start), edit)
         changes[start:stop] = _target_log_probabilities(run, target, prepared.source) - baseline
         if progress is not None:
             progress(stop, total)

@@ -1,8 +1,8 @@
 import streamlit as st
 
-from models.ablation import (ABLATION_MODES, MASKED_WORD, MEAN, ZERO, NoPrediction,
-                             no_prediction_message)
-from ui import analysis_cache, charts
+from models.ablation import (ABLATION_MODES, CLASS_PROBABILITY, MASKED_WORD, MEAN, ZERO,
+                             NoPrediction, no_prediction_message)
+from ui import analysis_cache, charts, finetune_cache
 from ui.routing import through_app
 from ui.state import current_record, index_slider, sidebar_input
 from ui.text import plain
@@ -13,6 +13,9 @@ MODE_LABELS = {ZERO: "Zero: the head outputs 0",
                MEAN: "Mean: the head outputs its average over this input's tokens"}
 IMPORTANT_HEADS = 8
 GRID_REQUEST = "ablation_grid_request"  # session key: the input the grid was asked for
+SIDEBAR_MODEL, CLASSIFIER = "sidebar model", "classifier"
+NO_CLASSIFIER = ("A fine-tuned classifier appears here too, with the probability of a class to "
+                 "watch, once one has been fine-tuned on the Fine-tuning page.")
 
 
 def remember_grid_request(request: tuple) -> None:
@@ -38,13 +41,42 @@ if given.merge_words or given.hide_special:
     st.caption("These experiments run on the model's own tokens, so the sidebar's token "
                "options do not apply here.")
 kind = analysis_cache.prediction_kind(source)
+classifiers = {finished.key: finished for finished in finetune_cache.finished(given.encoder_name)}
+subject = SIDEBAR_MODEL
+if classifiers:
+    subject = st.radio("What to ablate", (SIDEBAR_MODEL, CLASSIFIER), key="ablation_subject",
+                       index=0 if kind is not None else 1, horizontal=True,
+                       format_func={SIDEBAR_MODEL: plain(f"The sidebar's model ({source.label})"),
+                                    CLASSIFIER: "The fine-tuned classifier"}.get)
+else:
+    st.caption(NO_CLASSIFIER)
+if subject == CLASSIFIER:
+    key = st.selectbox("Fine-tuned classifier (trained on this server)", list(classifiers),
+                       key="ablation_classifier",
+                       format_func=lambda k: classifiers[k].description)
+    source, pair = analysis_cache.classifier_of(given.encoder_name, classifiers[key]), ""
+    kind = CLASS_PROBABILITY
 if kind is None:
     st.warning(plain(no_prediction_message(source.label)))
     st.stop()
 
 # The prediction every experiment below reads
 mask_position, target_id = None, None
-if kind == MASKED_WORD:
+if kind == CLASS_PROBABILITY:
+    try:
+        top = analysis_cache.baseline(source, text, pair, None)
+    except ValueError as error:
+        st.error(plain(str(error)))
+        st.stop()
+    names = analysis_cache.class_names(source)
+    target_id = st.selectbox("Class to watch", list(range(len(names))), key="ablation_class",
+                             index=top.target.token_id, format_func=names.__getitem__)
+    baseline = analysis_cache.baseline(source, text, pair, None, target_id)
+    record = baseline.record  # the classifier's own encoder: its layers, heads and tokens
+    st.caption(plain(f"The classifier reads the sidebar's first sentence and predicts "
+                     f"'{top.target.text}'; every experiment below reads the probability it "
+                     f"gives '{baseline.target.text}'."))
+elif kind == MASKED_WORD:
     words = [p for p in range(record.num_tokens) if p not in record.special_positions]
     mask_position = st.selectbox("Word to hide behind the mask", words, key="ablation_mask",
                                  format_func=lambda p: f"{record.tokens[p]} (#{p})")

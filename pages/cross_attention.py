@@ -50,7 +50,13 @@ def _toy_translator():
 
 
 st.title("Cross-attention: an encoder–decoder translating")
-st.markdown(
+controls, picture = st.columns([1, 2], gap="medium")  # the controls beside what they drive
+controls.markdown(
+    "An **encoder** reads the source sentence; a **decoder** writes the translation word by word, "
+    "and its **cross-attention** reads the encoder's output. Each row of a cross-attention map is "
+    "a target position, each column a source word; every row adds up to 1."
+)
+controls.expander("The two stacks").markdown(
     "The original Transformer has two stacks. The **encoder** reads the whole source sentence "
     "with self-attention. The **decoder** writes the translation one word at a time: its "
     "*masked* self-attention sees only the words it has written so far, and its "
@@ -58,14 +64,15 @@ st.markdown(
     "output. In a cross-attention map each row is a target position, each column a source "
     "word, and every row adds up to 1 over the source."
 )
-choice = st.radio("Model", list(MODEL_LABELS), format_func=MODEL_LABELS.get, horizontal=True,
-                  key="xattn_model")
-source = st.text_input("Source sentence (English)", value=EXAMPLE_SENTENCES[0], key="xattn_source",
-                       max_chars=600)
+choice = controls.radio("Model", list(MODEL_LABELS), format_func=MODEL_LABELS.get,
+                        key="xattn_model")
+source = controls.text_input("Source sentence (English)", value=EXAMPLE_SENTENCES[0],
+                             key="xattn_source", max_chars=600)
 run = translator = None
 if choice == TOY:
-    translator = _toy_translator()
-    with st.expander("What the toy translator knows"):
+    with picture:  # training, the first time on a machine, shows its progress here
+        translator = _toy_translator()
+    with controls.expander("What the toy translator knows"):
         st.markdown(
             "It was trained here, from random weights, on sentences of a tiny English → French "
             "grammar such as *the red car is fast* → *la voiture rouge est rapide* and *she sees "
@@ -78,59 +85,59 @@ if choice == TOY:
     try:
         run = cache.toy_translation(source)
     except ValueError as error:
-        st.error(plain(str(error)))
+        controls.error(plain(str(error)))
     if run is not None:
         verdict = ("" if run.correct is None else " (the grammar's own translation)" if run.correct
                    else f" (the grammar says: *{' '.join(run.reference)}*)")
-        st.success(f"Translation: **{plain(run.text)}**{verdict}")
+        controls.success(f"Translation: **{plain(run.text)}**{verdict}")
 else:
-    st.caption("T5, BART, Marian and other encoder–decoders load by Hugging Face id or local folder "
-               "(config.json, .safetensors weights and tokenizer files). A real one such as "
-               "t5-small or Helsinki-NLP/opus-mt-en-fr loads when this server is online or has it "
-               "in its Hugging Face cache; with no internet, use a local folder.")
-    left, right = st.columns([3, 1])
-    left.text_input("Hugging Face id or local folder", key="xattn_hf_input",
-                    placeholder="Helsinki-NLP/opus-mt-en-fr or /path/to/folder")
-    right.button("Load", key="xattn_hf_load", on_click=_load_hf)
+    controls.caption("T5, BART, Marian and other encoder–decoders load by Hugging Face id or "
+                     "local folder (config.json, .safetensors weights and tokenizer files). A real "
+                     "one such as t5-small or Helsinki-NLP/opus-mt-en-fr loads when this server "
+                     "is online or has it in its Hugging Face cache; with no internet, use a "
+                     "local folder.")
+    controls.text_input("Hugging Face id or local folder", key="xattn_hf_input",
+                        placeholder="Helsinki-NLP/opus-mt-en-fr or /path/to/folder")
+    controls.button("Load", key="xattn_hf_load", on_click=_load_hf)
     message = st.session_state.get(HF_MESSAGE)
     if message:
-        (st.error if message[0] == "error" else st.success)(plain(message[1]))
-    target = st.text_input("Target text (optional: leave empty and the model writes its own)",
-                           key="xattn_target", max_chars=600)
-    new_tokens = st.slider("Tokens to write", 1, MAX_TARGET_TOKENS, DEFAULT_NEW_TOKENS,
-                           key="xattn_new_tokens", disabled=bool(target.strip()))
+        (controls.error if message[0] == "error" else controls.success)(plain(message[1]))
+    target = controls.text_input("Target text (optional: leave empty and the model writes its "
+                                 "own)", key="xattn_target", max_chars=600)
+    new_tokens = controls.slider("Tokens to write", 1, MAX_TARGET_TOKENS, DEFAULT_NEW_TOKENS,
+                                 key="xattn_new_tokens", disabled=bool(target.strip()))
     name = st.session_state.get(HF_NAME)
     if name is None:
-        st.info("Load an encoder–decoder to see its attention.")
+        picture.info("Load an encoder–decoder to see its attention.")
     else:
         try:
-            result = cache.hf_run(name, source, target.strip(), new_tokens)
+            with picture:
+                result = cache.hf_run(name, source, target.strip(), new_tokens)
         except (ValueError, ModelLoadError) as error:
-            st.error(plain(str(error)))
+            controls.error(plain(str(error)))
         else:
             run = result
-            st.success(f"{'Generated' if result.generated else 'Read'} by {plain(name)}: "
-                       f"**{plain(result.output_text) or '(nothing)'}**")
+            controls.success(f"{'Generated' if result.generated else 'Read'} by {plain(name)}: "
+                             f"**{plain(result.output_text) or '(nothing)'}**")
 
 if run is not None:
     records = {"cross": run.cross, "decoder": run.decoder, "encoder": run.encoder}
-    st.subheader("Step by step")
-    kind = st.radio("Attention", list(KIND_LABELS), format_func=KIND_LABELS.get, horizontal=True,
-                    key="xattn_kind")
+    controls.subheader("Step by step")
+    kind = controls.radio("Attention", list(KIND_LABELS), format_func=KIND_LABELS.get,
+                          key="xattn_kind")
     record = records[kind]
-    left, right = st.columns(2)
-    layer = index_slider("Layer", record.num_layers, "xattn_layer", left)
-    head = index_slider("Head", record.num_heads, "xattn_head", right)
+    layer = index_slider("Layer", record.num_layers, "xattn_layer", controls)
+    head = index_slider("Head", record.num_heads, "xattn_head", controls)
     steps = run.cross.num_tokens
-    step = index_slider("Step", steps, "xattn_step") if steps > 1 else 0
+    step = index_slider("Step", steps, "xattn_step", controls) if steps > 1 else 0
     read = " ".join(run.cross.tokens[:step + 1])
-    st.markdown(f"Step {step + 1} of {steps}: reading *{read}*, the decoder wrote "
-                f"**{run.output_tokens[step]}**. Its cross-attention over the source "
-                f"(layer {layer}, head {head}):")
-    charts.show(step_row_figure(run.cross, step, layer, head), key="xattn_row")
-    st.caption(f"{KIND_LABELS[kind]} · {record.num_tokens} queries × {record.num_keys} keys · "
-               f"{record.source}")
-    charts.show(attention_heatmap(record, layer, head), key="xattn_heatmap")
+    controls.markdown(f"Step {step + 1} of {steps}: reading *{read}*, the decoder wrote "
+                      f"**{run.output_tokens[step]}**. The first map is its cross-attention over "
+                      f"the source (layer {layer}, head {head}).")
+    charts.show(step_row_figure(run.cross, step, layer, head), key="xattn_row", container=picture)
+    picture.caption(f"{KIND_LABELS[kind]} · {record.num_tokens} queries × {record.num_keys} keys "
+                    f"· {record.source}")
+    charts.show(attention_heatmap(record, layer, head), key="xattn_heatmap", container=picture)
     st.subheader("Every head of the cross-attention")
     charts.show(all_heads_figure(run.cross, (layer, head)), key="xattn_all_heads")
 
@@ -165,7 +172,8 @@ if run is not None:
                 charts.show(snapshots_figure(tuple(s.cross for s in seen),
                                              cache.snapshot_steps(tuple(seen)),
                                              snapshot_layer, head),
-                            key="xattn_snapshots", container=snapshots)
+                            key=f"xattn_snapshots_{len(seen)}",  # a key may not repeat in a run
+                            container=snapshots)
 
             fresh = cache.retrain(retrain_steps, lambda s, total, loss: bar.progress(
                 s / total, text=f"Retraining: step {s} of {total}, loss {loss:.3f}"), draw)

@@ -6,7 +6,7 @@ from models.labelled_data import load_shipped
 from models.layer_walk import (LayerWalk, WalkMismatch, WalkUnavailable, batch_texts,
                                encode_batch, scratch_walk_config, walk_layer)
 from models.scratch import random_encoder
-from ui import cache
+from ui import cache, charts
 from ui.routing import through_app
 from ui.state import index_slider, sidebar_input
 from viz.layer_walk import head_map, matrices_figure, shape_text, steps_figure, steps_table
@@ -130,7 +130,7 @@ st.success(
     f"keeps a tensor for has that tensor's shape and matches it to within "
     f"{walk.largest_difference:.1e}."
 )
-st.plotly_chart(steps_figure(walk), key="encoder_layer_steps")
+charts.show(steps_figure(walk), key="encoder_layer_steps")
 
 st.subheader("The weight matrices")
 st.markdown("Each picture is one learned matrix, written as it multiplies from the right "
@@ -138,18 +138,18 @@ st.markdown("Each picture is one learned matrix, written as it multiplies from t
             "at most 48 × 48: each cell holds the largest entry of its block. The colours stop "
             "at the 99th percentile of the sizes, so a few outliers do not wash out the rest.")
 attention_matrices = [walk.matrix(symbol) for symbol in ("W_Q", "W_K", "W_V", "W_O")]
-st.plotly_chart(matrices_figure(attention_matrices, "Attention: queries, keys, values, output"),
-                key="encoder_layer_attention_matrices")
-st.plotly_chart(matrices_figure([walk.matrix("W_1"), walk.matrix("W_2")],
-                                "Feed-forward: widen, then narrow again"),
-                key="encoder_layer_ffn_matrices")
+charts.show(matrices_figure(attention_matrices, "Attention: queries, keys, values, output"),
+            key="encoder_layer_attention_matrices")
+charts.show(matrices_figure([walk.matrix("W_1"), walk.matrix("W_2")],
+                            "Feed-forward: widen, then narrow again"),
+            key="encoder_layer_ffn_matrices")
 
 st.subheader(f"Head {head}: softmax(QKᵀ/√d_k)")
 real = walk.lengths[item]
 if real < tokens_now:
     st.caption(f"Sentence {item} has {real} real tokens and {tokens_now - real} padding "
                "tokens: the mask gives the padding columns exactly 0 weight.")
-st.plotly_chart(head_map(walk, item, head), key="encoder_layer_head_map")
+charts.show(head_map(walk, item, head), key="encoder_layer_head_map")
 
 with st.expander("Every step checked against the model"):
     st.dataframe(steps_table(walk), hide_index=True, key="encoder_layer_table",

@@ -5,7 +5,7 @@ from models.finetune import (DEFAULT_EPOCHS, PRETRAINED, SCRATCH, SCRATCH_EPOCH_
                              default_settings)
 from models.labelled_data import (MAX_BYTES, MAX_ROWS, LabelledDataError, load_shipped,
                                   parse_csv)
-from ui import finetune_cache
+from ui import charts, finetune_cache
 from ui.routing import through_app
 from ui.state import sidebar_input
 from viz.compare import ranking_measure
@@ -53,8 +53,8 @@ else:
 counts = ", ".join(f"{name}: {count}" for name, count in zip(data.class_names, data.class_counts()))
 st.caption(f"{data.name}: {data.train_size} sentences to train on, {data.held_out_size} held out "
            f"({counts}).")
-st.plotly_chart(data_figure(data.class_names, data.split_counts(False), data.split_counts(True)),
-                key="fine_tuning_data_counts")
+charts.show(data_figure(data.class_names, data.split_counts(False), data.split_counts(True)),
+            key="fine_tuning_data_counts")
 
 epochs = st.slider("Epochs (passes over the training sentences)", 1, MAX_EPOCHS_HERE,
                    DEFAULT_EPOCHS, key="fine_tuning_epochs",
@@ -101,8 +101,8 @@ for column, name in ((left, pretrained_name), (right, scratch_name)):
 st.dataframe(accuracy_table(results), hide_index=True, key="fine_tuning_accuracy_table",
              column_config={c: st.column_config.NumberColumn(format="percent")
                             for c in ("held-out accuracy before", "held-out accuracy after")})
-st.plotly_chart(accuracy_figure(results, data.num_classes), key="fine_tuning_accuracy")
-st.plotly_chart(loss_figure(results), key="fine_tuning_loss")
+charts.show(accuracy_figure(results, data.num_classes), key="fine_tuning_accuracy")
+charts.show(loss_figure(results), key="fine_tuning_loss")
 st.markdown(
     "**Why is the from-scratch encoder so bad?** It starts from random numbers: it has never "
     "read any text, so it does not know that *lovely* and *wonderful* mean nearly the same, or "
@@ -123,7 +123,7 @@ before_column, after_column = st.columns(2)
 before_column.metric("Before (fresh head, untrained)",
                      f"{change.before.label} ({change.before.confidence:.1%})")
 after_column.metric("After fine-tuning", f"{change.after.label} ({change.after.confidence:.1%})")
-st.plotly_chart(probabilities_figure(change.before, change.after), key="fine_tuning_probabilities")
+charts.show(probabilities_figure(change.before, change.after), key="fine_tuning_probabilities")
 
 st.markdown("Fine-tuning changes every weight of the encoder a little, so the attention changes "
             "too. Every head, ranked by how much its attention to this sentence changed:")
@@ -133,15 +133,15 @@ st.dataframe(table, hide_index=True, key="fine_tuning_heads", height=TABLE_PX,
              column_config={"difference": st.column_config.ProgressColumn(
                  "difference", help="bits, 0 = same, 1 = nothing in common", format="%.3f",
                  min_value=0.0, max_value=1.0)})
-st.plotly_chart(change_heatmap(table), key="fine_tuning_difference")
+charts.show(change_heatmap(table), key="fine_tuning_difference")
 labels = {(int(row.layer), int(row.head)):
           f"layer {row.layer} · head {row.head} (difference {row.difference:.3f})"
           for row in table.itertuples()}
 layer, head = st.selectbox("Head (most changed first)", list(labels), format_func=labels.get,
                            key="fine_tuning_head")
-st.plotly_chart(cls_row_figure(change.before_record, change.after_record, layer, head),
-                key="fine_tuning_cls_row")
+charts.show(cls_row_figure(change.before_record, change.after_record, layer, head),
+            key="fine_tuning_cls_row")
 before_map, after_map = before_after_maps(change.before_record, change.after_record, layer, head)
 map_left, map_right = st.columns(2)
-map_left.plotly_chart(before_map, key="fine_tuning_before_map")
-map_right.plotly_chart(after_map, key="fine_tuning_after_map")
+charts.show(before_map, key="fine_tuning_before_map", container=map_left)
+charts.show(after_map, key="fine_tuning_after_map", container=map_right)

@@ -19,80 +19,80 @@ NEWLINE, NEWLINE_SHOWN = "\n", "↵"
 through_app()
 
 st.title("Generation, one token at a time")
-st.markdown(
-    "A causal decoder writes text one token at a time. At each step it reads everything so far, "
-    "gives every token of its vocabulary a probability, and one is chosen: the most probable "
-    "(**greedy**), or drawn at random after dividing the scores by a **temperature** and keeping "
-    "the **top k**. The new token is appended and the next step begins. The model keeps the keys "
-    "and values of earlier tokens (the *key/value cache*), so each step computes attention for "
-    "the newest token only: one attention row per layer and head, over every token before it."
+controls, picture = st.columns([1, 2], gap="medium")  # the controls beside what they drive
+controls.markdown(
+    "A causal decoder writes text one token at a time: at each step it gives every token of its "
+    "vocabulary a probability, one is chosen, appended, and the next step begins."
+)
+controls.expander("How one step works").markdown(
+    "At each step the model reads everything so far, gives every token of its vocabulary a "
+    "probability, and one is chosen: the most probable (**greedy**), or drawn at random after "
+    "dividing the scores by a **temperature** and keeping the **top k**. The new token is "
+    "appended and the next step begins. The model keeps the keys and values of earlier tokens "
+    "(the *key/value cache*), so each step computes attention for the newest token only: one "
+    "attention row per layer and head, over every token before it."
 )
 given = sidebar_input()
-st.caption(f"Prompt: the sidebar's sentence. Model: the decoder {given.decoder_name}, whatever "
-           "model the sidebar shows." + (" The second sentence is not used here." if given.pair
-                                         else ""))
+controls.caption(f"Prompt: the sidebar's sentence. Model: the decoder {given.decoder_name}, "
+                 "whatever model the sidebar shows."
+                 + (" The second sentence is not used here." if given.pair else ""))
 
-count_column, mode_column = st.columns(2)
-new_tokens = count_column.number_input(
+new_tokens = controls.number_input(
     "New tokens", min_value=0, value=DEFAULT_NEW_TOKENS, step=1, key="gen_new_tokens",
     help=f"At most {MAX_NEW_TOKENS}, and the prompt and new tokens together must fit the model.")
-mode = mode_column.radio("Choose each token", ["Greedy", "Sample"], horizontal=True,
-                         key="gen_mode")
+mode = controls.radio("Choose each token", ["Greedy", "Sample"], horizontal=True,
+                      key="gen_mode")
 settings = None
 try:
     if mode == "Greedy":
         settings = GenerationSettings(new_tokens=int(new_tokens))
     else:
-        temperature_column, top_k_column, seed_column = st.columns(3)
         settings = GenerationSettings(
             new_tokens=int(new_tokens), greedy=False,
-            temperature=temperature_column.number_input(
+            temperature=controls.number_input(
                 "Temperature", min_value=0.0, value=1.0, step=0.1, key="gen_temperature",
                 help="Below 1 sharpens the distribution, above 1 flattens it."),
-            top_k=int(top_k_column.number_input("Top k", min_value=1, value=DEFAULT_TOP_K, step=1,
-                                                key="gen_top_k")),
-            seed=int(seed_column.number_input("Seed", min_value=0, max_value=2**31 - 1, value=0,
-                                              step=1, key="gen_seed",
-                                              help="The same seed draws the same tokens.")),
+            top_k=int(controls.number_input("Top k", min_value=1, value=DEFAULT_TOP_K, step=1,
+                                            key="gen_top_k")),
+            seed=int(controls.number_input("Seed", min_value=0, max_value=2**31 - 1, value=0,
+                                           step=1, key="gen_seed",
+                                           help="The same seed draws the same tokens.")),
         )
 except GenerationRefused as error:
-    st.warning(plain(str(error)))
+    controls.warning(plain(str(error)))
 
-result = generation(given.decoder_name, given.text, settings) if settings is not None else None
+with picture:  # anything the generation itself reports goes beside the controls
+    result = (generation(given.decoder_name, given.text, settings) if settings is not None
+              else None)
 if result is not None:
-    st.text(f"Prompt:    {given.text.strip()}\n"
-            f"Generated: {result.generated_text.replace(NEWLINE, NEWLINE_SHOWN)}")
+    picture.text(f"Prompt:    {given.text.strip()}\n"
+                 f"Generated: {result.generated_text.replace(NEWLINE, NEWLINE_SHOWN)}")
     if result.stopped_at_end:
-        st.info(f"The model chose its end-of-text token at step {result.num_steps - 1}, so "
-                "generation stopped there.")
+        controls.info(f"The model chose its end-of-text token at step {result.num_steps - 1}, "
+                      "so generation stopped there.")
 
-    st.subheader("Step by step")
-    step_index = index_slider("Step", result.num_steps, "gen_step")
-    layer_column, head_column = st.columns(2)
-    with layer_column:
-        layer = index_slider("Layer", result.num_layers, "gen_layer")
-    with head_column:
-        head = index_slider("Head", result.num_heads, "gen_head")
+    controls.subheader("Step by step")
+    step_index = index_slider("Step", result.num_steps, "gen_step", controls)
+    layer = index_slider("Layer", result.num_layers, "gen_layer", controls)
+    head = index_slider("Head", result.num_heads, "gen_head", controls)
     step = result.steps[step_index]
     read = result.read_tokens(step_index)
-    st.markdown(
+    controls.markdown(
         f"At step {step_index} the model read {step.num_read} tokens and chose "
         f"`` {step.token.text!r} `` with probability {step.token.probability:.3f} "
         f"({settings.description})."
     )
-    candidates_column, row_column = st.columns([2, 3])
-    with candidates_column:
-        charts.show(candidates_figure(
-            [c.text for c in step.candidates], [c.probability for c in step.candidates],
-            next((i for i, c in enumerate(step.candidates) if c.token_id == step.token.token_id),
-                 None),
-            f"Step {step_index}: the candidates"), key="gen_candidates")
-    with row_column:
-        charts.show(step_row_figure(
-            step.weights[layer, head], read,
-            f"Layer {layer} · head {head}: the row that chose the token"), key="gen_row")
-    st.caption("The row belongs to the last token read: its output, after the last layer, is "
-               "what gave the candidates their probabilities. Its weights add up to 1.")
+    charts.show(candidates_figure(
+        [c.text for c in step.candidates], [c.probability for c in step.candidates],
+        next((i for i, c in enumerate(step.candidates) if c.token_id == step.token.token_id),
+             None),
+        f"Step {step_index}: the candidates"), key="gen_candidates", container=picture)
+    charts.show(step_row_figure(
+        step.weights[layer, head], read,
+        f"Layer {layer} · head {head}: the row that chose the token"), key="gen_row",
+        container=picture)
+    picture.caption("The row belongs to the last token read: its output, after the last layer, "
+                    "is what gave the candidates their probabilities. Its weights add up to 1.")
 
     st.subheader("Every head of a layer, over the steps")
     measure = st.radio("Colour by", [FIRST_TOKEN, ENTROPY], horizontal=True, key="gen_measure")

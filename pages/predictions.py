@@ -10,13 +10,18 @@ from viz.predictions import candidate_bars, loss_figure, position_table
 through_app()
 
 st.title("What the model predicts")
-st.markdown(
+intro, picture = st.columns([1, 2], gap="medium")  # the explanation beside the main figure
+intro.markdown(
     "Attention is how a model gathers information; its **prediction** is what it does with it. "
-    "A causal decoder predicts the next token from everything before it: below are its top 10 "
-    "candidates after your text, and, at every position, what it expected against the token "
-    "that actually came (the loss, in bits: 0 means it was certain and right). A masked "
-    "language model (BERT and its relatives) instead fills in a hidden word: type the model's "
-    "mask token, such as `[MASK]`, where a word should go."
+    "A causal decoder predicts the next token from everything before it; a masked language "
+    "model (BERT and its relatives) fills in a hidden word: type the model's mask token, such "
+    "as `[MASK]`, where a word should go."
+)
+intro.expander("What the page shows").markdown(
+    "For a causal decoder: its top 10 candidates after your text, and, at every position (below "
+    "the bars), what it expected against the token that actually came (the loss, in bits: 0 "
+    "means it was certain and right). For a masked language model: the top 10 fillers of each "
+    "mask token."
 )
 given = sidebar_input()
 trace = current_trace()
@@ -24,16 +29,16 @@ if trace is not None:
     predictions = trace.predictions
     record = trace.record
     if predictions is None:
-        st.info(f"{plain(record.source)} has no language-model head, so it makes no prediction "
-                "to show here (this app never invents one); the causal decoder predicts the "
-                "next token.")
-        st.button("Use the decoder's next-token view", key="pred_use_decoder",
-                  on_click=use_decoder)
+        picture.info(f"{plain(record.source)} has no language-model head, so it makes no "
+                     "prediction to show here (this app never invents one); the causal decoder "
+                     "predicts the next token.")
+        picture.button("Use the decoder's next-token view", key="pred_use_decoder",
+                       on_click=use_decoder)
     elif predictions.next_token is not None:
-        st.caption(f"{record.num_tokens} tokens · {plain(record.source)}")
+        intro.caption(f"{record.num_tokens} tokens · {plain(record.source)}")
         charts.show(candidate_bars(predictions.next_token.candidates,
                                    "The model's top 10 next tokens after your text"),
-                    key="pred_next")
+                    key="pred_next", container=picture)
         per_position = predictions.positions
         if per_position is None:
             st.info("The text is a single token, so there is no position where a prediction "
@@ -58,12 +63,12 @@ if trace is not None:
             st.dataframe(position_table(per_position, record.tokens), hide_index=True,
                          key="pred_table")
     elif predictions.masks:
-        st.caption(f"{record.num_tokens} tokens · {plain(record.source)}")
+        intro.caption(f"{record.num_tokens} tokens · {plain(record.source)}")
         for index, fillers in enumerate(predictions.masks):
             charts.show(candidate_bars(
                 fillers.candidates, f"Top 10 fillers for the mask at token #{fillers.position}"),
-                key=f"pred_mask_{index}")
+                key=f"pred_mask_{index}", container=picture)
     else:
         mask = plain(loaded_source(given.source).mask_token or "[MASK]")
-        st.info(f"The text has no {mask}: type {mask} where a word should go, and the model "
-                "fills it in.")
+        picture.info(f"The text has no {mask}: type {mask} where a word should go, and the "
+                     "model fills it in.")

@@ -21,8 +21,9 @@ record = current_record()
 if record is not None:
     st.session_state.setdefault("rollout_layer", record.num_layers - 1)  # the whole flow first
     layer = index_slider("Layer", record.num_layers, "rollout_layer", intro)
-    intro.caption(f"{record.num_tokens} tokens · {record.source}. Left: what layer "
-                  f"{layer} attends to directly. Right: how its output traces back to the input.")
+    intro.caption(f"{record.num_tokens} tokens · {record.source}. Left: what layer {layer} "
+                  "attends to directly (the mean of its heads). Right: how its output traces back "
+                  "to the input.")
     raw, rolled = rollout_figures(record, layer)
     left, right = picture.columns(2)
     charts.show(raw, key="rollout_raw", container=left)

@@ -1,8 +1,10 @@
+import textwrap
+
 import streamlit as st
 
 from models.scaling import DIMENSION_CHOICES
 from ui import teaching_cache as teach
-from ui.charts import show
+from ui.charts import presentation, show
 from ui.routing import through_app
 from viz.scaling import (LINEAR_SCALE, LOG_LOG_SCALE, SQRT_SCALE, X_SCALES, dot_product_figure,
                          entropy_curve_figure, softmax_bars_figure)
@@ -14,32 +16,59 @@ SCALE_LABELS = {SQRT_SCALE: "spaced by √d (√d is a straight line)",
                 LOG_LOG_SCALE: "both axes log (√d has slope ½)",
                 LINEAR_SCALE: "linear"}
 
+NOTE_CHARACTERS = 64  # a line of the dot-product figure's note, to fit a two-thirds column
+AXIS_TITLE_PX = 80  # under the plot: tick labels and the x axis title, above the note
+LINE_HEIGHT = 1.35  # of the note's font size
+PRESENTER_NOTE_PX = 18
+
+
+def for_a_column(figure):
+    """The dot-product figure in a column: its legend inside the top panel (where the curves
+    leave room) and its note wrapped into short lines, with room for them under the axis."""
+    figure.update_layout(legend=dict(orientation="v", x=0.01, xanchor="left", y=1.0,
+                                     yanchor="top", bgcolor="rgba(255, 255, 255, 0.85)"))
+    note = figure.layout.annotations[-1]
+    lines = [part for line in note.text.split("<br>")
+             for part in textwrap.wrap(line, NOTE_CHARACTERS)]
+    size = max(note.font.size or 0, PRESENTER_NOTE_PX if presentation().presenter else 0)
+    room = AXIS_TITLE_PX + round(len(lines) * size * LINE_HEIGHT)
+    note.update(text="<br>".join(lines), yshift=-room + 10)
+    figure.update_layout(margin=dict(b=room), height=figure.layout.height + room
+                         - figure.layout.margin.b)
+    return figure
+
+
 st.title("Why attention is scaled")
-st.markdown(
+controls, picture = st.columns([1, 2], gap="medium")  # the controls beside what they drive
+controls.markdown(
+    "An attention score is a dot product q·k, a sum of d_k products: its typical size grows like "
+    "√d_k. Transformers therefore divide the scores by √d_k before the softmax."
+)
+controls.expander("Why √d_k").markdown(
     "An attention score is a dot product q·k: a sum of d_k products, one per dimension. If the "
     "numbers in q and k are random with variance 1, every product adds variance 1, so the sum "
     "has variance d_k and a typical size of about √d_k. Bigger heads would get bigger scores "
     "for no reason but their size. Transformers therefore divide the scores by √d_k before the "
-    "softmax. Below you can see the growth in a measurement, and what the softmax does when "
+    "softmax. This page shows the growth in a measurement, and what the softmax does when "
     "the scores are left unscaled."
 )
-dimension = st.select_slider("d_k, the size of each query and key vector", DIMENSION_CHOICES,
-                             value=64, key="scaling_dk", format_func="{:,}".format,
-                             help="Powers of two, as in real heads, and powers of ten, as in "
-                                  "the chapter's experiment (d = 10 and d = 10,000).")
+dimension = controls.select_slider("d_k, the size of each query and key vector", DIMENSION_CHOICES,
+                                   value=64, key="scaling_dk", format_func="{:,}".format,
+                                   help="Powers of two, as in real heads, and powers of ten, as in "
+                                        "the chapter's experiment (d = 10 and d = 10,000).")
 
-st.subheader("Dot products grow like √d")
+controls.subheader("Dot products grow like √d")
 experiment = teach.dot_products(EXPERIMENT_SEED)
 yours = teach.dot_products_at(dimension, EXPERIMENT_SEED)
-x_scale = st.radio("x axis", X_SCALES, format_func=SCALE_LABELS.get, horizontal=True,
-                   key="scaling_axis",
-                   help="A log x axis with a linear y axis makes √d look like it explodes; "
-                        "spaced by √d, growth like √d is a straight line.")
-show(dot_product_figure(experiment.dimensions, experiment.mean_abs, experiment.approximation,
-                        samples=experiment.samples,
-                        highlight=(dimension, float(yours.mean_abs[0])), x_scale=x_scale),
-     key="scaling_dots")
-st.caption(
+x_scale = controls.radio("x axis", X_SCALES, format_func=SCALE_LABELS.get,
+                         key="scaling_axis",
+                         help="A log x axis with a linear y axis makes √d look like it explodes; "
+                              "spaced by √d, growth like √d is a straight line.")
+show(for_a_column(dot_product_figure(
+    experiment.dimensions, experiment.mean_abs, experiment.approximation,
+    samples=experiment.samples, highlight=(dimension, float(yours.mean_abs[0])), x_scale=x_scale)),
+     key="scaling_dots", container=picture)
+picture.caption(
     f"For each d from 1 to {int(experiment.dimensions[-1]):,}, {experiment.samples:,} pairs of "
     f"vectors were drawn from a standard normal distribution (seed {EXPERIMENT_SEED}). At your "
     f"d_k = {dimension:,} the mean |q·k| is {yours.mean_abs[0]:.2f}; √(2d/π) predicts "
@@ -48,7 +77,8 @@ st.caption(
 )
 
 st.subheader("What the softmax does with large scores")
-st.markdown(
+controls, picture = st.columns([1, 2], gap="medium")
+controls.markdown(
     "Here is one query scored against a few random keys. The softmax turns score differences "
     "into ratios e^(difference): a difference of 30 makes one weight about 10¹³ times another. "
     "Unscaled, the scores spread over about ±√d_k, so for large d_k nearly all the weight lands "
@@ -56,19 +86,17 @@ st.markdown(
     "measures how spread out the weights are: log₂ N bits when uniform over N keys, 0 when all "
     "on one."
 )
-left, right = st.columns(2)
-num_keys = left.slider("Number of keys", 2, 32, 8, key="scaling_keys")
-seed = right.number_input("Random draw (seed)", 0, 10_000, 0, key="scaling_seed")
+num_keys = controls.slider("Number of keys", 2, 32, 8, key="scaling_keys")
+seed = controls.number_input("Random draw (seed)", 0, 10_000, 0, key="scaling_seed")
 row = teach.row(dimension, num_keys, int(seed))
-first, second, third = st.columns(3)
-first.metric("Entropy, unscaled", f"{row.unscaled_entropy:.2f} bits")
-second.metric(f"Entropy, scaled by 1/√{dimension}", f"{row.scaled_entropy:.2f} bits")
-third.metric("Uniform (maximum)", f"{row.max_entropy:.2f} bits")
+controls.metric("Entropy, unscaled", f"{row.unscaled_entropy:.2f} bits")
+controls.metric(f"Entropy, scaled by 1/√{dimension}", f"{row.scaled_entropy:.2f} bits")
+controls.metric("Uniform (maximum)", f"{row.max_entropy:.2f} bits")
 show(softmax_bars_figure(dimension, unscaled_scores=row.unscaled_scores,
                          unscaled_weights=row.unscaled_weights, scaled_scores=row.scaled_scores,
                          scaled_weights=row.scaled_weights,
                          entropies=(row.unscaled_entropy, row.scaled_entropy)),
-     key="scaling_bars")
+     key="scaling_bars", container=picture)
 
 st.markdown(
     "One row can be lucky or unlucky, so the curve below averages the entropy over "

@@ -13,11 +13,13 @@ import numpy as np
 import pytest
 import torch
 from tokenizers import ByteLevelBPETokenizer
-from transformers import (BertConfig, BertForMaskedLM, GPT2Config, GPT2LMHeadModel,
-                          GPT2TokenizerFast, LlamaConfig, LlamaForCausalLM)
+from transformers import (BertConfig, BertForMaskedLM, BertModel, GPT2Config,
+                          GPT2LMHeadModel, GPT2TokenizerFast, LlamaConfig, LlamaForCausalLM)
 
 from models import ablation, detectors
-from models.capture import Intervention, install, run_captured
+from models.capture import ATTENTION_NAME, Intervention, install, run_captured
+from models.classifier import SequenceClassifier, scratch_classifier
+from models.config import EncoderConfig
 from models.head_analysis import (TokenNotFound, find_spans, locate, normalise_token,
                                   parse_token_list, query_to_keys, strongest_keys)
 from models.norm_attention import norm_maps
@@ -469,3 +471,125 @@ def test_grid_batches_shrink_for_long_inputs(tiny_llama):
     prepared = ablation.PreparedInput(encoded, {"input_ids": long_ids}, True, "long")
     assert ablation.grid_batch_size(short, prepared) == ablation.GRID_BUDGET_BYTES // (
         3 * 4 * 1000 * 1000 * 4 + 64 * 4)
+
+
+# A fine-tuned classifier's class probability as the target
+
+CLASSES = ("negative", "positive", "neutral")
+
+
+@pytest.fixture(scope="module")
+def tiny_classifiers(default_model) -> dict[str, SequenceClassifier]:
+    """A tiny BERT (plain eager attention, not yet switched to the capture) and a tiny
+    from-scratch encoder, each under a classification head, with random weights."""
+    torch.manual_seed(3)
+    config = BertConfig(vocab_size=len(default_model.tokenizer), hidden_size=32,
+                        num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                        max_position_embeddings=64, initializer_range=INIT)
+    bert = BertModel(config, add_pooling_layer=False).eval()
+    bert.set_attn_implementation("eager")
+    scratch = scratch_classifier(EncoderConfig(vocab_size=len(default_model.tokenizer),
+                                               hidden_size=32, num_heads=4, num_layers=2,
+                                               intermediate_size=64, max_positions=64), 3)
+    with torch.no_grad():  # a head larger than BERT's initialiser, so classes differ visibly
+        scratch.head.weight.normal_(0.0, 0.3)
+    bert_classifier = SequenceClassifier(bert, 32, 3, pooling="cls", seed=4).eval()
+    with torch.no_grad():
+        bert_classifier.head.weight.normal_(0.0, 0.3)
+    return {"bert": bert_classifier, "scratch": scratch}
+
+
+def classifier_input(classifier, tokenizer) -> ablation.PreparedInput:
+    return ablation.prepare(classifier, tokenizer, 64, SENTENCE, False, "tiny classifier")
+
+
+def class_log_probabilities(classifier, prepared) -> torch.Tensor:
+    with torch.inference_mode():
+        inputs = prepared.inputs
+        logits = classifier(inputs["input_ids"], inputs["attention_mask"],
+                            inputs.get("token_type_ids"))  # (1, C)
+    return torch.log_softmax(logits[0], dim=-1)
+
+
+def without_head_outputs(classifier, heads, head_width: int = 8):
+    """A copy of the classifier with each head's columns of its layer's W_O set to 0 by hand."""
+    edited = copy.deepcopy(classifier)
+    with torch.no_grad():
+        for layer, head in heads:
+            columns = slice(head * head_width, (head + 1) * head_width)
+            if isinstance(edited.encoder, BertModel):
+                edited.encoder.encoder.layer[layer].attention.output.dense.weight[:, columns] = 0
+            else:
+                edited.encoder.layers[layer].attention.output.weight[:, columns] = 0
+    return edited
+
+
+@pytest.mark.parametrize("name", ["bert", "scratch"])
+def test_classifier_ablation_equals_zeroing_the_heads_output_weights_by_hand(
+        name, tiny_classifiers, default_model):
+    classifier = tiny_classifiers[name]
+    labels = ablation.ClassLabels(CLASSES)
+    assert ablation.prediction_kind(classifier, labels, False) == ablation.CLASS_PROBABILITY
+    prepared = classifier_input(classifier, default_model.tokenizer)
+    heads = [(1, 2), (0, 3)]
+    plain = class_log_probabilities(classifier, prepared)
+    for index, class_name in enumerate(CLASSES):
+        target = ablation.class_target(labels, index)
+        result = ablation.ablate_heads(classifier, prepared, labels, target, heads)
+        expected = class_log_probabilities(without_head_outputs(classifier, heads), prepared)
+        assert result.before.log_probability == pytest.approx(float(plain[index]), abs=ATOL)
+        assert result.after.log_probability == pytest.approx(float(expected[index]), abs=ATOL)
+        assert result.after.target.text == class_name
+        assert abs(result.after.log_probability - result.before.log_probability) > 100 * ATOL
+        assert {c.text for c in result.before.candidates} == set(CLASSES)
+        assert result.before.candidates[0].probability == pytest.approx(
+            float(plain.exp().max()), abs=ATOL)
+        assert result.after.record.weights.shape == (2, 4, prepared.num_tokens,
+                                                     prepared.num_tokens)
+    if name == "bert":  # the capture was switched on for the encoder the test left on eager
+        assert classifier.encoder.config._attn_implementation == ATTENTION_NAME
+    predicted = ablation.predict(classifier, prepared, labels)
+    assert predicted.target.token_id == int(plain.argmax())
+
+
+@pytest.mark.parametrize("name", ["bert", "scratch"])
+def test_classifier_grid_batched_equals_one_at_a_time(name, tiny_classifiers, default_model):
+    classifier = tiny_classifiers[name]
+    labels = ablation.ClassLabels(CLASSES)
+    prepared = classifier_input(classifier, default_model.tokenizer)
+    target = ablation.class_target(labels, 1)
+    for mode in ablation.ABLATION_MODES:
+        grid = ablation.importance_grid(classifier, prepared, target, mode, batch_size=3)
+        assert grid.shape == (2, 4)
+        for layer in range(2):
+            for head in range(4):
+                single = ablation.ablate_heads(classifier, prepared, labels, target,
+                                               [(layer, head)], mode)
+                assert float(grid[layer, head]) == pytest.approx(
+                    single.after.log_probability - single.before.log_probability, abs=ATOL)
+    whole = ablation.importance_grid(classifier, prepared, target)  # default batch: all at once
+    torch.testing.assert_close(whole, ablation.importance_grid(classifier, prepared, target,
+                                                               batch_size=1), rtol=0, atol=ATOL)
+
+
+@pytest.mark.parametrize("name", ["bert", "scratch"])
+def test_classifier_knockout_of_no_edges_equals_the_plain_run(name, tiny_classifiers,
+                                                              default_model):
+    classifier = tiny_classifiers[name]
+    labels = ablation.ClassLabels(CLASSES)
+    prepared = classifier_input(classifier, default_model.tokenizer)
+    count = prepared.num_tokens
+    plain = ablation.plain_run(classifier, prepared)
+    nothing = ablation.plain_run(classifier, prepared, Intervention(
+        blocked=torch.zeros(2, count, count, dtype=torch.bool)))
+    torch.testing.assert_close(nothing.logits, plain.logits, rtol=0, atol=0)
+    torch.testing.assert_close(plain.logits[0, 0].log_softmax(-1),
+                               class_log_probabilities(classifier, prepared), rtol=0, atol=ATOL)
+    target = ablation.class_target(labels, 0)
+    result = ablation.knockout(classifier, prepared, labels, target, 0, [1, 2, 3], [0, 1])
+    assert result.before.log_probability == pytest.approx(
+        float(class_log_probabilities(classifier, prepared)[0]), abs=ATOL)
+    assert np.all(result.after.record.weights[:, :, 0, [1, 2, 3]] == 0.0)
+    assert result.change != 0.0
+    with pytest.raises(ValueError, match="not one of the classifier's 3"):
+        ablation.class_target(labels, 3)

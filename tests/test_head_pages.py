@@ -14,12 +14,15 @@ from transformers import BertForMaskedLM, GPT2Config, GPT2LMHeadModel, GPT2Token
 
 from models import ablation
 from models.capture import install
+from models.classifier import scratch_classifier, scratch_encoder_config
+from models.finetune import SCRATCH, default_settings, finetune
+from models.labelled_data import load_shipped
 from models.detectors import induction_scores, previous_token_scores
 from models.head_analysis import locate, query_to_keys
 from models.pretrained import DEFAULT_MODEL, default_model_path
 from models.source import Kind, ModelSource
 from tests.app_support import array, figures, run_page, texts
-from ui import cache
+from ui import cache, finetune_cache
 from ui.text import plain
 from viz.tokens import merge_word_pieces
 
@@ -136,10 +139,13 @@ def test_separator_detector_on_a_decoder_without_special_tokens_says_why(tiny_de
 
 # Ablation and knockout
 
-def test_encoder_without_a_prediction_head_gets_one_sentence():
+def test_encoder_without_a_prediction_head_gets_one_sentence(monkeypatch):
+    monkeypatch.setattr(finetune_cache, "finished", lambda encoder_name: [])  # none trained yet
     at = run_page("ablation")
     assert not at.error and not figures(at)
     assert [w.value for w in at.warning] == [plain(ablation.no_prediction_message(DEFAULT_MODEL))]
+    assert "once one has been fine-tuned on the Fine-tuning page" in texts(at)
+    assert "ablation_subject" not in [r.key for r in at.radio]  # nothing to choose, no training
 
 
 def test_ablating_heads_of_a_decoder_shows_the_change(tiny_decoder):
@@ -215,3 +221,74 @@ def test_masked_language_model_predicts_the_hidden_word(monkeypatch, default_mod
                                      [(5, 5)])
     assert float(at.metric[0].value) == pytest.approx(expected.before.probability, rel=1e-3)
     assert float(at.metric[1].value) == pytest.approx(expected.after.probability, rel=1e-3)
+
+
+# A fine-tuned classifier
+
+REVIEW = "The waiter was friendly and the soup was delicious."
+
+
+@pytest.fixture(scope="module")
+def tiny_classifier(default_model) -> finetune_cache.Finished:
+    """A from-scratch classifier trained for 2 steps, put in the server's fine-tune store as the
+    Fine-tuning page would."""
+    data = load_shipped()
+    settings = default_settings(SCRATCH, 1)
+    classifier = scratch_classifier(scratch_encoder_config(len(default_model.tokenizer)), 2,
+                                    settings.pooling, settings.seed)
+    result = finetune(classifier, default_model.tokenizer, data, settings, max_steps=2)
+    key = finetune_cache.training_key(DEFAULT_MODEL, data, settings)
+    finetune_cache.store().put(key, result)
+    return next(f for f in finetune_cache.finished(DEFAULT_MODEL) if f.key == key)
+
+
+def test_fine_tuned_classifier_is_ablated_with_its_class_probability(tiny_classifier,
+                                                                     default_model):
+    trainings = finetune_cache.store().trainings
+    heads = [(0, 1), (3, 2)]
+    at = run_page("ablation", text=REVIEW, state={
+        "ablation_subject": "classifier", "ablation_classifier": tiny_classifier.key,
+        "ablation_class": 0, "ablation_heads": heads, "ablation_ko_keys": [1, 2]})
+    assert not at.error, [e.value for e in at.error]
+    assert finetune_cache.store().trainings == trainings  # never trains here
+    classifier = tiny_classifier.result.classifier
+    labels = ablation.ClassLabels(tiny_classifier.result.class_names)
+    prepared = ablation.prepare(classifier, default_model.tokenizer, 64, REVIEW, False, "c")
+    target = ablation.class_target(labels, 0)
+    expected = ablation.ablate_heads(classifier, prepared, labels, target, heads)
+    metrics = {m.label: m for m in at.metric}
+    before = metrics[plain("P('negative') without any edit")]
+    after = metrics[plain("P('negative') with 2 head(s) ablated")]
+    assert float(before.value) == pytest.approx(expected.before.probability, rel=1e-3)
+    assert float(after.value) == pytest.approx(expected.after.probability, rel=1e-3)
+    assert float(after.delta) == pytest.approx(expected.change, rel=1e-3, abs=1e-6)
+    assert at.dataframe[0].value["P after"].iloc[0] == pytest.approx(
+        expected.after.candidates[0].probability, rel=1e-5)
+    maps = [f for f in figures(at) if f["layout"]["title"]["text"].startswith("Layer")]
+    assert len(maps) == 2  # before and after, the classifier's own 4 x 4 heads
+    np.testing.assert_allclose(array(maps[1]["data"][0]["z"]),
+                               expected.after.record.weights[0, 0], atol=1e-5)
+    assert "reads the sidebar's first sentence" in texts(at)
+    assert any("edges blocked in layers 0–3" in m.label.replace("\\", "") for m in at.metric)
+
+    at.button(key="ablation_grid_run").click().run()
+    assert not at.error, [e.value for e in at.error]
+    grid = ablation.importance_grid(classifier, prepared, target, batch_size=1)
+    np.testing.assert_allclose(z_of(at, "when one head is ablated"), grid.numpy(), atol=1e-5)
+
+
+def test_fine_tuned_classifier_is_offered_when_the_sidebar_model_predicts_nothing(
+        tiny_classifier, default_model):
+    at = run_page("ablation", text=REVIEW)
+    assert not at.error and not at.warning
+    assert at.radio(key="ablation_subject").value == "classifier"
+    shown = at.selectbox(key="ablation_classifier")
+    assert tiny_classifier.key in shown.options or tiny_classifier.description in shown.options
+    chosen = next(f for f in finetune_cache.finished(DEFAULT_MODEL) if f.key == shown.value)
+    assert chosen.key == finetune_cache.finished(DEFAULT_MODEL)[0].key  # the most recent
+    labels = ablation.ClassLabels(chosen.result.class_names)
+    prepared = ablation.prepare(chosen.result.classifier, default_model.tokenizer,
+                                chosen.result.settings.max_tokens, REVIEW, False, "c")
+    predicted = ablation.predict(chosen.result.classifier, prepared, labels, keep_record=False)
+    assert at.selectbox(key="ablation_class").value == predicted.target.token_id
+    assert float(at.metric[0].value) == pytest.approx(predicted.probability, rel=1e-3)

@@ -1,7 +1,6 @@
 """The norm-based view (Kobayashi et al. 2020) on the attention-maps and head-statistics pages."""
 
 import numpy as np
-import torch
 
 from models.capture import run_captured
 from models.norm_attention import norm_maps

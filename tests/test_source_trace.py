@@ -17,7 +17,7 @@ import torch
 
 from models.byte_cache import ByteBudgetCache
 from models.decoder import DEFAULT_DECODER
-from models.pretrained import DEFAULT_MODEL, load_pretrained
+from models.pretrained import DEFAULT_MODEL
 from models.record import AttentionRecord
 from models.source import Kind, ModelSource
 from tests.reference import reference_attentions

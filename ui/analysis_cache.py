@@ -2,11 +2,15 @@
 
 Each entry is keyed by the sidebar's model source and the input; models come from ui.cache, so
 they load once per server. Entries are few (a page shows one at a time) and bounded.
+
+Ablation and knockout also run on a classifier fine-tuned on this server (ui.finetune_cache):
+`FineTuned` names it in the place of a model source, and its target is a class index.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import streamlit as st
@@ -16,7 +20,7 @@ from models.ablation import Comparison, PreparedInput, Target
 from models.detectors import repeated_tokens_record
 from models.record import AttentionRecord
 from models.source import ModelSource
-from ui import cache
+from ui import cache, finetune_cache
 from ui.links import shared_params
 
 MAX_ENTRIES = 8
@@ -25,14 +29,60 @@ MAX_COMPARISONS = 2
 TTL_SECONDS = 3600
 
 
-def prediction_kind(source: ModelSource) -> str | None:
-    """ablation.NEXT_TOKEN, ablation.MASKED_WORD, or None when the model predicts no token."""
-    model, tokenizer, _ = cache.model_and_tokenizer(source)
+@dataclass(frozen=True)
+class FineTuned:
+    """A classifier fine-tuned on this server (its training key), from the sidebar's encoder."""
+
+    key: str
+    encoder_name: str
+    label: str  # names the classifier in its records
+
+    causal = False
+
+
+Subject = ModelSource | FineTuned  # what the experiments run on
+
+
+def classifier_of(encoder_name: str, finished: finetune_cache.Finished) -> FineTuned:
+    return FineTuned(finished.key, encoder_name, finished.description)
+
+
+def _classifier(subject: FineTuned) -> finetune_cache.FinetuneResult:
+    result = finetune_cache.store().get(subject.key)
+    if result is None:
+        raise ValueError("This fine-tuned classifier is no longer kept on the server: train it "
+                         "again on the Fine-tuning page.")
+    return result
+
+
+def _model(subject: Subject) -> tuple[object, object, int, object]:
+    """The module, its tokenizer, its token limit, and what names its outputs (the tokenizer,
+    or a classifier's ClassLabels)."""
+    if isinstance(subject, FineTuned):
+        result = _classifier(subject)
+        tokenizer = cache.pretrained(subject.encoder_name).tokenizer
+        return (ablation.capturable(result.classifier), tokenizer, result.settings.max_tokens,
+                ablation.ClassLabels(result.class_names))
+    model, tokenizer, limit = cache.model_and_tokenizer(subject)
+    return model, tokenizer, limit, tokenizer
+
+
+def class_names(subject: FineTuned) -> tuple[str, ...]:
+    return _classifier(subject).class_names
+
+
+def prediction_kind(source: Subject) -> str | None:
+    """ablation.NEXT_TOKEN, ablation.MASKED_WORD, ablation.CLASS_PROBABILITY, or None when the
+    model predicts no token."""
+    model, tokenizer, _, _ = _model(source)
     return ablation.prediction_kind(model, tokenizer, source.causal)
 
 
-def prepared(source: ModelSource, text: str, pair: str) -> PreparedInput:
-    model, tokenizer, limit = cache.model_and_tokenizer(source)
+def prepared(source: Subject, text: str, pair: str) -> PreparedInput:
+    """The model's inputs; a classifier reads the first sentence only, as it was trained."""
+    model, tokenizer, limit, _ = _model(source)
+    if isinstance(source, FineTuned):
+        return ablation.prepare(model, tokenizer, limit, text, False, source.label)
     return ablation.prepare(model, tokenizer, limit, text, source.causal, source.label, pair)
 
 
@@ -43,9 +93,11 @@ def masked(source: ModelSource, text: str, pair: str,
     return ablation.with_mask(prepared(source, text, pair), tokenizer, position)
 
 
-def _input_and_target(source: ModelSource, text: str, pair: str, mask_position: int | None,
+def _input_and_target(source: Subject, text: str, pair: str, mask_position: int | None,
                       target_id: int | None) -> tuple[PreparedInput, Target]:
-    _, tokenizer, _ = cache.model_and_tokenizer(source)
+    _, tokenizer, _, outputs = _model(source)
+    if isinstance(source, FineTuned):
+        return prepared(source, text, pair), ablation.class_target(outputs, target_id)
     if mask_position is not None:
         return masked(source, text, pair, mask_position)
     given = prepared(source, text, pair)
@@ -53,50 +105,53 @@ def _input_and_target(source: ModelSource, text: str, pair: str, mask_position: 
 
 
 @st.cache_resource(max_entries=MAX_ENTRIES, ttl=TTL_SECONDS, show_spinner="Running the model…")
-def baseline(source: ModelSource, text: str, pair: str, mask_position: int | None,
+def baseline(source: Subject, text: str, pair: str, mask_position: int | None,
              target_id: int | None = None) -> ablation.Outcome:
-    """The plain run's prediction. A causal LM without a target takes its own top next token."""
-    model, tokenizer, _ = cache.model_and_tokenizer(source)
+    """The plain run's prediction. A causal LM without a target takes its own top next token, a
+    classifier its predicted class; a classifier's outcome keeps its attention record (its
+    input is at most its training length, 64 tokens by default)."""
+    model, _, _, outputs = _model(source)
+    keep = isinstance(source, FineTuned)
     if mask_position is None and target_id is None:
-        return ablation.predict(model, prepared(source, text, pair), tokenizer, keep_record=False)
+        return ablation.predict(model, prepared(source, text, pair), outputs, keep_record=keep)
     given, target = _input_and_target(source, text, pair, mask_position, target_id)
-    return ablation.predict(model, given, tokenizer, target, keep_record=False)
+    return ablation.predict(model, given, outputs, target, keep_record=keep)
 
 
 def target_id_of(source: ModelSource, text: str, pair: str, word: str) -> int:
     """The token id of `word` as the next token (ValueError with one sentence when it has none)."""
-    _, tokenizer, _ = cache.model_and_tokenizer(source)
+    _, tokenizer, _, _ = _model(source)
     return ablation.target_from_text(prepared(source, text, pair), tokenizer, word).token_id
 
 
 @st.cache_resource(max_entries=MAX_COMPARISONS, ttl=TTL_SECONDS,
                    show_spinner="Running the model with the heads ablated…")
-def head_ablation(source: ModelSource, text: str, pair: str, mask_position: int | None,
+def head_ablation(source: Subject, text: str, pair: str, mask_position: int | None,
                   target_id: int | None, heads: tuple[tuple[int, int], ...],
                   mode: str) -> Comparison:
-    model, tokenizer, _ = cache.model_and_tokenizer(source)
+    model, _, _, outputs = _model(source)
     given, target = _input_and_target(source, text, pair, mask_position, target_id)
-    return ablation.ablate_heads(model, given, tokenizer, target, heads, mode)
+    return ablation.ablate_heads(model, given, outputs, target, heads, mode)
 
 
 @st.cache_resource(max_entries=MAX_ENTRIES, ttl=TTL_SECONDS, show_spinner=False)
-def importance(source: ModelSource, text: str, pair: str, mask_position: int | None,
+def importance(source: Subject, text: str, pair: str, mask_position: int | None,
                target_id: int | None, mode: str,
                _progress: Callable[[int, int], None] | None = None) -> np.ndarray:
     """(L, H) change of the target's log-probability with each head ablated alone."""
-    model, _, _ = cache.model_and_tokenizer(source)
+    model, _, _, _ = _model(source)
     given, target = _input_and_target(source, text, pair, mask_position, target_id)
     return ablation.importance_grid(model, given, target, mode, progress=_progress).numpy()
 
 
 @st.cache_resource(max_entries=MAX_ENTRIES, ttl=TTL_SECONDS,
                    show_spinner="Running the model with the edges blocked…")
-def knockout(source: ModelSource, text: str, pair: str, mask_position: int | None,
+def knockout(source: Subject, text: str, pair: str, mask_position: int | None,
              target_id: int | None, query: int, keys: tuple[int, ...],
              layers: tuple[int, ...]) -> Comparison:
-    model, tokenizer, _ = cache.model_and_tokenizer(source)
+    model, _, _, outputs = _model(source)
     given, target = _input_and_target(source, text, pair, mask_position, target_id)
-    return ablation.knockout(model, given, tokenizer, target, query, keys, layers,
+    return ablation.knockout(model, given, outputs, target, query, keys, layers,
                              keep_records=False)
 
 

@@ -93,6 +93,11 @@ class TrainedModels:
     def __len__(self) -> int:
         return len(self._results)
 
+    def recent(self) -> list[tuple[str, FinetuneResult]]:
+        """(key, result) of every kept result, most recently used first (the order is kept)."""
+        with self._lock:
+            return list(reversed(self._results.items()))
+
     def job(self, key: str, train) -> TrainingJob:
         """The finished job, the one in flight for `key`, or a new one (started here)."""
         with self._lock:
@@ -135,9 +140,49 @@ def store() -> TrainedModels:
     return TrainedModels(MAX_MODELS)
 
 
+NAMES_KEPT = 256  # what the latest training keys name (a few hundred bytes each)
+_NAMED: OrderedDict[str, tuple[str, str]] = OrderedDict()  # key -> (encoder name, data name)
+_NAMED_LOCK = threading.Lock()
+
+
 def training_key(encoder_name: str, data: LabelledData, settings: FinetuneSettings) -> str:
+    """The key of a training; it is also remembered with the encoder and data it names, so
+    `finished` can list a sidebar encoder's results."""
     text = f"{encoder_name}|{data.fingerprint}|{settings!r}"
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    key = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    with _NAMED_LOCK:
+        _NAMED[key] = (encoder_name, data.name)
+        _NAMED.move_to_end(key)
+        while len(_NAMED) > NAMES_KEPT:
+            _NAMED.popitem(last=False)
+    return key
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A classifier trained on this server, and what it was trained from."""
+
+    key: str
+    encoder_name: str
+    data_name: str
+    result: FinetuneResult
+
+    @property
+    def description(self) -> str:
+        settings = self.result.settings
+        encoder = (f"{self.encoder_name} (pretrained)" if settings.encoder == PRETRAINED
+                   else "from-scratch encoder")
+        return (f"{encoder} fine-tuned on {self.data_name}, {settings.epochs} epoch(s), "
+                f"held-out accuracy {self.result.held_out_accuracy:.0%}")
+
+
+def finished(encoder_name: str) -> list[Finished]:
+    """The classifiers this server has trained from `encoder_name` (its copy, or the
+    from-scratch encoder on its tokenizer), most recently used first; never trains."""
+    with _NAMED_LOCK:
+        named = dict(_NAMED)
+    return [Finished(key, name, data_name, result) for key, result in store().recent()
+            for name, data_name in [named.get(key, ("", ""))] if name == encoder_name]
 
 
 def cached(encoder_name: str, data: LabelledData, settings: FinetuneSettings

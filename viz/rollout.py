@@ -49,11 +49,22 @@ def attention_rollout(record: AttentionRecord) -> np.ndarray:
     return rollout
 
 
+ROLLOUT_HEIGHT_PX = 500  # the two maps share a column: no taller than their width allows
+ROLLOUT_TOP_MARGIN_PX = 170  # the title, then the key labels and "key" under it (large fonts too)
+
+
 def rollout_figures(record: AttentionRecord, layer: int) -> tuple[go.Figure, go.Figure]:
-    """(raw head-averaged attention of `layer`, rollout up to `layer`) on one [0, 1] scale."""
+    """(raw head-averaged attention of `layer`, rollout up to `layer`) on one [0, 1] scale, made
+    to stand side by side in a narrow column: short titles with room under them for the key
+    labels, and the maps at the top of the figures."""
     raw = head_average(record)[layer]
     rolled = attention_rollout(record)[layer]
-    return (
-        matrix_heatmap(raw, record.tokens, f"Raw attention · layer {layer}, mean of heads"),
+    figures = (
+        matrix_heatmap(raw, record.tokens, f"Raw attention · layer {layer}"),
         matrix_heatmap(rolled, record.tokens, f"Rollout · layers 0 to {layer}"),
     )
+    for figure in figures:
+        figure.update_layout(height=min(figure.layout.height, ROLLOUT_HEIGHT_PX),
+                             margin=dict(t=ROLLOUT_TOP_MARGIN_PX))
+        figure.update_yaxes(constrain="domain", constraintoward="top")
+    return figures
