@@ -149,4 +149,4 @@ def visit(page, url: str, path: str, heading: str, text: str | None = None) -> N
     if text is not None:
         set_sidebar_text(page, text)
     wait_idle(page)
-    page.locator(".js-plotly-plot, iframe").first.wait_for(timeout=90_000)
+    page.locator('.js-plotly-plot, iframe, [data-testid="stAlert"]').first.wait_for(timeout=90_000)

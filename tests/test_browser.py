@@ -79,7 +79,7 @@ def test_moving_a_slider_keeps_the_sidebar_and_redraws(app_url, page):
     wait_idle(page)
     page.wait_for_function(
         "() => document.querySelector('.js-plotly-plot .gtitle')?.textContent === 'Layer 0 · Head 2'",
-        timeout=30_000,
+        timeout=90_000,
     )
     assert page.get_by_label("Sentence", exact=True).count() == 1
     assert_clean(page)

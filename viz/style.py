@@ -138,9 +138,17 @@ def _colorbars(figure: go.Figure) -> list:
     for trace in figure.data:
         if "colorbar" in trace:
             bars.append(trace.colorbar)
-        if "marker" in trace and "colorbar" in trace.marker:
-            bars.append(trace.marker.colorbar)
+        marker = trace.marker if "marker" in trace else None
+        if marker is not None and "colorbar" in marker and _uses_colour_scale(marker):
+            bars.append(marker.colorbar)  # touching an unused one would make the browser draw it
     return bars
+
+
+def _uses_colour_scale(marker) -> bool:
+    """Whether a bar/scatter marker maps numbers to colours (only then has it a colour bar)."""
+    return bool(marker.showscale) or (marker.colorscale is not None and marker.color is not None
+                                      and not isinstance(marker.color, str)
+                                      and all(isinstance(c, (int, float)) for c in marker.color))
 
 
 def _fit_screen(figure: go.Figure) -> None:
