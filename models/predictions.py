@@ -100,6 +100,23 @@ def candidate(tokenizer, token_id: int, probability: float) -> Candidate:
                      text=readable(tokenizer, token_id), probability=float(probability))
 
 
+class _Vocabulary:
+    """The tokens and readable texts of many ids, each distinct id converted once (a long text's
+    top-10 lists repeat the same few hundred tokens)."""
+
+    def __init__(self, tokenizer, ids: list[int]):
+        distinct = sorted(set(int(i) for i in ids))
+        tokens = tokenizer.convert_ids_to_tokens(distinct)
+        texts = tokenizer.batch_decode([[i] for i in distinct], skip_special_tokens=False,
+                                       clean_up_tokenization_spaces=False)
+        self._words = {i: (str(t), x) for i, t, x in zip(distinct, tokens, texts)}
+
+    def candidate(self, token_id: int, probability: float) -> Candidate:
+        token, text = self._words[int(token_id)]
+        return Candidate(token_id=int(token_id), token=token, text=text,
+                         probability=float(probability))
+
+
 def top_candidates(probabilities: torch.Tensor, tokenizer, k: int) -> tuple[Candidate, ...]:
     """The k most probable tokens of one (V,) distribution, most probable first."""
     values, indices = probabilities.topk(min(k, probabilities.numel()))  # (k,), (k,)
@@ -131,16 +148,17 @@ def per_position(logits: torch.Tensor, input_ids: torch.Tensor, tokenizer,
     following = input_ids[1:]  # (T-1,) the token that actually came after each position
     actual_log = log_probabilities.gather(1, following[:, None])[:, 0]  # (T-1,)
     top_values, top_indices = log_probabilities.topk(min(k, logits.size(1)), dim=-1)  # (T-1, k)
+    words = _Vocabulary(tokenizer, [*top_indices.flatten().tolist(), *following.tolist()])
     positions = []
     for p in range(logits.size(0) - 1):
         actual_id = int(following[p])
         candidates = tuple(
-            candidate(tokenizer, i, math.exp(v))
+            words.candidate(i, math.exp(v))
             for i, v in zip(top_indices[p].tolist(), top_values[p].tolist())
         )
         positions.append(PositionPrediction(
             position=p,
-            actual=candidate(tokenizer, actual_id, math.exp(float(actual_log[p]))),
+            actual=words.candidate(actual_id, math.exp(float(actual_log[p]))),
             loss_nats=-float(actual_log[p]),
             candidates=candidates,
         ))
