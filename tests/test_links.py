@@ -166,6 +166,16 @@ PAGES = [
     ("positions", {"count": "128", "dim": "64"}, {"Positions": 128,
                                                   "Dimensions (sinusoidal encoding)": 64},
      ("Positions", 256), {"count": "256", "dim": "64"}),
+    ("head_detectors", {"kind": "previous-token"}, {"Detector": "previous-token"},
+     ("Detector", "first-token sink"), {"kind": "first-token sink"}),
+    ("encoder_layer", {"layer": "3", "head": "5"}, {"Layer": 3, "Head": 5}, ("Head", 2),
+     {"layer": "3", "head": "2"}),
+    ("cross_attention", {"layer": "1", "head": "2"}, {"Layer": 1, "Head": 2}, ("Head", 0),
+     {"layer": "1", "head": "0"}),
+    ("generation", {"model": "decoder", "new_tokens": "3", "step": "2"},
+     {"New tokens": 3, "Step": 2}, ("Step", 1), {"step": "1", "new_tokens": "3"}),
+    ("lessons", {"lesson": "masks", "step": "2"}, {"Step": 2}, ("Step", 1),
+     {"lesson": "masks", "step": "1"}),
 ]
 
 
