@@ -32,3 +32,21 @@ def smollm2_model() -> LoadedModel:
     from models.decoder import load_decoder
 
     return load_decoder()
+
+
+@pytest.fixture(scope="module")
+def app_url():
+    """`streamlit run app.py` on loopback, one server per test module (tests/browser.py)."""
+    from tests.browser import served_app
+
+    with served_app() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium, offline (tests/browser.py), one per test module."""
+    from tests.browser import launch_chromium
+
+    with launch_chromium() as chromium:
+        yield chromium

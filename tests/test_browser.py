@@ -6,22 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser import PAGES, guard_requests, launch_chromium, served_app, set_sidebar_text, visit, wait_idle
+from tests.browser import PAGES, guard_requests, set_sidebar_text, visit, wait_idle
 
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "artifacts" / "screenshots"
 HOSTILE = "Quantum cats <script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned=2\">"
-
-
-@pytest.fixture(scope="module")
-def app_url():
-    with served_app() as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with launch_chromium() as chromium:
-        yield chromium
 
 
 @pytest.fixture

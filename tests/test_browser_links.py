@@ -9,23 +9,11 @@ from urllib.parse import parse_qs, quote, urlsplit
 import pytest
 
 from tests.app_support import GUARD_MESSAGE
-from tests.browser import guard_requests, launch_chromium, served_app, wait_idle
+from tests.browser import guard_requests, wait_idle
 
 TEXT = "Mario is short, but he can jump super high."
 DEEP_LINK = f"/attention_maps?text={quote(TEXT)}&layer=5&head=5"
 TITLE = ".js-plotly-plot .gtitle"
-
-
-@pytest.fixture(scope="module")
-def app_url():
-    with served_app() as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with launch_chromium() as chromium:
-        yield chromium
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.app_support import GUARD_MESSAGE
-from tests.browser import guard_requests, launch_chromium, served_app, wait_idle
+from tests.browser import guard_requests, wait_idle
 
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "artifacts" / "presenter"
 VIEWPORT = {"width": 1280, "height": 720}
@@ -27,18 +27,6 @@ PAGES = [
     ("scaling", "Why attention is scaled", ""),
 ]
 SLOW_MS = 240_000  # the first decoder or translator use on a machine prepares it
-
-
-@pytest.fixture(scope="module")
-def app_url():
-    with served_app() as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with launch_chromium() as chromium:
-        yield chromium
 
 
 def _presenter_on_sidebar_off(page) -> None:

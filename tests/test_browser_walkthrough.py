@@ -9,23 +9,11 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from tests.app_support import GUARD_MESSAGE
-from tests.browser import guard_requests, launch_chromium, served_app, wait_idle
+from tests.browser import guard_requests, wait_idle
 
 HEADS = 12  # the default MiniLM: 6 layers x 12 heads
 HEAD_VIEW_FRAME = "iframe[title='bertviz head view of the attention']"
 MODEL_VIEW_FRAME = "iframe[title='bertviz model view of the attention']"
-
-
-@pytest.fixture(scope="module")
-def app_url():
-    with served_app() as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with launch_chromium() as chromium:
-        yield chromium
 
 
 @pytest.fixture
