@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from models.attention import MultiHeadAttention, causal_mask
-from models.config import NORM_STYLES, EncoderConfig
+from models.config import EncoderConfig, check_layer_settings
 from models.embeddings import Embeddings
 from models.encoder import EncoderLayer
 from models.feed_forward import FeedForward
@@ -47,21 +47,9 @@ class Seq2SeqConfig:
     norm_style: str = "pre"
 
     def __post_init__(self) -> None:
-        for name in ("source_vocab_size", "target_vocab_size", "max_positions", "hidden_size",
-                     "num_heads", "num_encoder_layers", "num_decoder_layers", "intermediate_size"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"Seq2SeqConfig.{name} must be a positive integer, got {value!r}")
-        if self.hidden_size % self.num_heads:
-            raise ValueError(
-                f"hidden_size ({self.hidden_size}) must be divisible by num_heads ({self.num_heads})"
-            )
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-        if self.layer_norm_eps <= 0:
-            raise ValueError(f"layer_norm_eps must be positive, got {self.layer_norm_eps}")
-        if self.norm_style not in NORM_STYLES:
-            raise ValueError(f"norm_style must be one of {NORM_STYLES}, got {self.norm_style!r}")
+        check_layer_settings(self, ("source_vocab_size", "target_vocab_size", "max_positions",
+                                    "hidden_size", "num_heads", "num_encoder_layers",
+                                    "num_decoder_layers", "intermediate_size"))
 
     def parts(self, vocab_size: int = 1) -> EncoderConfig:
         """The settings the shared parts (attention, feed-forward, embeddings) are built from."""
