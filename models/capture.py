@@ -94,16 +94,31 @@ def _eager_function(module: nn.Module):
 
 
 def _output_weight(module: nn.Module) -> torch.Tensor | None:
+    """The output projection W_O (D, H*Dh) as a detached view of the model's parameter; the
+    same view object on every call, so what is computed from it can be kept beside it."""
+    parameter, transposed = _output_parameter(module)
+    if parameter is None:
+        return None
+    kept = module.__dict__.get("_explorer_output_weight")
+    if kept is None or kept[0] is not parameter:
+        view = parameter.detach().T if transposed else parameter.detach()
+        kept = (parameter, view)
+        module.__dict__["_explorer_output_weight"] = kept
+    return kept[1]
+
+
+def _output_parameter(module: nn.Module) -> tuple[torch.Tensor | None, bool]:
+    """The output projection's weight, and whether it is stored (in, out) as GPT-2's Conv1D."""
     projection = _SIBLING_OUTPUTS.get(module)
     if projection is not None:
-        return projection.weight.detach()
+        return projection.weight, False
     for name in _OUTPUT_PROJECTIONS:
         projection = getattr(module, name, None)
         if isinstance(projection, nn.Linear):
-            return projection.weight.detach()
+            return projection.weight, False
         if projection is not None and hasattr(projection, "weight") and projection.weight.dim() == 2:
-            return projection.weight.detach().T  # GPT-2's Conv1D stores (in, out)
-    return None
+            return projection.weight, True
+    return None, False
 
 
 def _knockout_mask(attention_mask: torch.Tensor | None, blocked: torch.Tensor,

@@ -11,8 +11,6 @@ D model width, Dh head width.
 
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 import torch
 
@@ -33,17 +31,17 @@ def transformed_value_norms(layer: LayerCapture) -> torch.Tensor:
     return transformed.norm(dim=-1)  # (B, H, K)
 
 
-_GRAMS: weakref.WeakKeyDictionary[torch.Tensor, torch.Tensor] = weakref.WeakKeyDictionary()
-
-
 def head_grams(output_weight: torch.Tensor, heads: int) -> torch.Tensor:
     """(H, Dh, Dh): W_O^h W_O^h^T per head, so ||v W_O^h||^2 = v G_h v^T. It depends only on the
-    model's weights, so it is computed once per output projection and kept beside it."""
-    gram = _GRAMS.get(output_weight)
-    if gram is None:
-        per_head = output_weight.view(output_weight.size(0), heads, -1).permute(1, 2, 0)  # (H, Dh, D)
-        gram = per_head @ per_head.transpose(1, 2)  # (H, Dh, Dh)
-        _GRAMS[output_weight] = gram
+    weights, so it is kept on the weight's tensor (the capture hands out one view per module)
+    and recomputed when the weights change in place (fine-tuning bumps the tensor's version)."""
+    stamp = (output_weight._version, heads)
+    kept = getattr(output_weight, "_explorer_grams", None)
+    if kept is not None and kept[0] == stamp:
+        return kept[1]
+    per_head = output_weight.view(output_weight.size(0), heads, -1).permute(1, 2, 0)  # (H, Dh, D)
+    gram = per_head @ per_head.transpose(1, 2)  # (H, Dh, Dh)
+    output_weight._explorer_grams = (stamp, gram)
     return gram
 
 
@@ -55,7 +53,7 @@ def value_norms(layer: LayerCapture) -> torch.Tensor:
     heads = layer.weights.size(1)
     value = layer.value.repeat_interleave(heads // layer.value.size(1), dim=1)  # (B, H, K, Dh)
     gram = head_grams(layer.output_weight, heads).to(value.dtype)  # (H, Dh, Dh)
-    squared = torch.einsum("bhkd,hde,bhke->bhk", value, gram, value)  # (B, H, K)
+    squared = ((value @ gram) * value).sum(dim=-1)  # (B, H, K): v G v^T per key
     return squared.clamp(min=0).sqrt()
 
 

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
+import torch
 
 ROW_SUM_TOLERANCE = 1e-3
 KNOWN_MASKS = ("padding", "causal", "span", "hidden-specials")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False, eq=False)
 class AttentionRecord:
     """Tokens and every layer's and head's attention weights for one input.
 
-    weights: float32 array (L, H, Q, K); rows are queries, columns keys.
+    layers: one float32 array (H, Q, K) per layer, rows are queries, columns keys; a captured
+        forward's maps are kept as the model produced them, with no copy. `weights` is the
+        (L, H, Q, K) stack, built the first time a view asks for every layer at once.
     tokens: as the tokenizer writes them, special tokens included (len == Q; == K as well
         unless key_tokens are given).
     segment_ids: 0 for the first sentence, 1 for the second of a pair (len == Q).
@@ -27,10 +31,13 @@ class AttentionRecord:
     key_tokens: the keys' tokens when they are not the queries' (len == K), as in
         cross-attention, where a decoder's target tokens read an encoder's source tokens.
         Empty (the default) means the keys are `tokens` and every map is square.
+
+    Build it from `weights` (one (L, H, Q, K) array) or from `layers`; given both (as
+    `dataclasses.replace(record, weights=...)` does), `weights` wins.
     """
 
     tokens: tuple[str, ...]
-    weights: np.ndarray
+    layers: tuple[np.ndarray, ...]
     source: str
     masks: tuple[str, ...] = ()
     segment_ids: tuple[int, ...] = field(default=())
@@ -38,44 +45,56 @@ class AttentionRecord:
     dropped_tokens: int = 0
     key_tokens: tuple[str, ...] = ()
 
-    def __post_init__(self) -> None:
-        weights = np.asarray(self.weights, dtype=np.float32)
-        if weights.ndim != 4:
-            raise ValueError(f"attention weights must be 4-D (layers, heads, query, key), got {weights.shape}")
-        layers, heads, queries, keys = weights.shape
+    def __init__(self, tokens, weights=None, source: str = "", masks=(), segment_ids=(),
+                 special_positions=(), dropped_tokens: int = 0, key_tokens=(), *, layers=None):
+        if weights is not None:
+            stacked = np.asarray(weights, dtype=np.float32)
+            if stacked.ndim != 4:
+                raise ValueError(f"attention weights must be 4-D (layers, heads, query, key), "
+                                 f"got {stacked.shape}")
+            object.__setattr__(self, "_stacked", stacked)
+            layers = tuple(stacked)  # views
+        elif layers is None:
+            raise ValueError("an attention record needs its weights")
+        else:
+            layers = tuple(np.asarray(layer, dtype=np.float32) for layer in layers)
+        for name, value in (("tokens", tokens), ("layers", layers), ("source", source),
+                            ("masks", masks), ("segment_ids", segment_ids),
+                            ("special_positions", special_positions),
+                            ("dropped_tokens", dropped_tokens), ("key_tokens", key_tokens)):
+            object.__setattr__(self, name, value)
+        self._validate()
+        if weights is not None:
+            self._stacked.setflags(write=False)
+
+    def _validate(self) -> None:
+        if not self.layers:
+            raise ValueError("attention weights need at least one layer")
+        shape = self.layers[0].shape
+        if len(shape) != 3 or any(layer.shape != shape for layer in self.layers):
+            raise ValueError(f"attention weights must be 4-D (layers, heads, query, key), got "
+                             f"layers shaped {sorted({layer.shape for layer in self.layers})}")
+        layers, (heads, queries, keys) = len(self.layers), shape
         if self.key_tokens:
             if min(layers, heads, queries, keys) < 1:
-                raise ValueError(f"attention weights need non-empty maps, got {weights.shape}")
+                raise ValueError(f"attention weights need non-empty maps, got {(layers, *shape)}")
             if len(self.key_tokens) != keys:
                 raise ValueError(f"{len(self.key_tokens)} key tokens for attention over {keys} keys")
         elif min(layers, heads, queries) < 1 or queries != keys:
-            raise ValueError(f"attention weights need square, non-empty maps, got {weights.shape}")
+            raise ValueError(f"attention weights need square, non-empty maps, got {(layers, *shape)}")
         if len(self.tokens) != queries:
             raise ValueError(f"{len(self.tokens)} tokens for attention over {queries} positions")
         unknown = set(self.masks) - set(KNOWN_MASKS)
         if unknown:
             raise ValueError(f"unknown masks {sorted(unknown)}; known: {KNOWN_MASKS}")
-        sums = weights.sum(axis=-1)  # (L, H, Q); a NaN or infinity anywhere makes its row's sum so
-        if not np.all(np.isfinite(sums)):
-            raise ValueError("attention weights contain NaN or infinity")
-        if weights.min() < 0:
-            raise ValueError("attention weights must be non-negative")
-        bad = np.abs(sums - 1.0) > ROW_SUM_TOLERANCE
-        if self.masks:
-            bad &= np.abs(sums) > ROW_SUM_TOLERANCE  # a mask may empty a row
-        if bad.any():
-            layer, head, query = np.argwhere(bad)[0]
-            raise ValueError(
-                f"attention row (layer {layer}, head {head}, query {query}) sums to "
-                f"{sums[layer, head, query]:.4f}, not 1"
-            )
+        for index, layer in enumerate(self.layers):
+            _check_layer(index, layer, bool(self.masks))
+            layer.setflags(write=False)
         segment_ids = tuple(int(s) for s in self.segment_ids) or (0,) * queries
         if len(segment_ids) != queries:
             raise ValueError(f"{len(segment_ids)} segment ids for {queries} tokens")
         if any(not 0 <= p < queries for p in self.special_positions):
             raise ValueError("special token positions out of range")
-        weights.setflags(write=False)
-        object.__setattr__(self, "weights", weights)
         object.__setattr__(self, "tokens", tuple(str(t) for t in self.tokens))
         object.__setattr__(self, "key_tokens", tuple(str(t) for t in self.key_tokens))
         object.__setattr__(self, "segment_ids", segment_ids)
@@ -83,20 +102,46 @@ class AttentionRecord:
         object.__setattr__(self, "special_positions", tuple(int(p) for p in self.special_positions))
 
     @property
+    def weights(self) -> np.ndarray:
+        """(L, H, Q, K) every layer's maps in one read-only array. Built once, on first use; the
+        layers then become views of it, so the record holds the same bytes as before."""
+        stacked = self.__dict__.get("_stacked")
+        if stacked is None:
+            with _STACKING:
+                stacked = self.__dict__.get("_stacked")
+                if stacked is None:
+                    stacked = np.empty((len(self.layers), *self.layers[0].shape), np.float32)
+                    for index, layer in enumerate(self.layers):
+                        stacked[index] = layer
+                    stacked.setflags(write=False)
+                    object.__setattr__(self, "layers", tuple(stacked))
+                    object.__setattr__(self, "_stacked", stacked)
+        return stacked
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the weights the record holds."""
+        return sum(layer.nbytes for layer in self.layers)
+
+    def layer(self, layer: int) -> np.ndarray:
+        """One layer's (H, Q, K) maps (no stacking)."""
+        return self.layers[layer]
+
+    @property
     def num_layers(self) -> int:
-        return self.weights.shape[0]
+        return len(self.layers)
 
     @property
     def num_heads(self) -> int:
-        return self.weights.shape[1]
+        return self.layers[0].shape[0]
 
     @property
     def num_tokens(self) -> int:
-        return self.weights.shape[2]
+        return self.layers[0].shape[1]
 
     @property
     def num_keys(self) -> int:
-        return self.weights.shape[3]
+        return self.layers[0].shape[2]
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -114,4 +159,33 @@ class AttentionRecord:
 
     def head(self, layer: int, head: int) -> np.ndarray:
         """One head's (Q, K) map."""
-        return self.weights[layer, head]
+        return self.layers[layer][head]
+
+
+_STACKING = threading.Lock()
+
+
+def _check_layer(index: int, weights: np.ndarray, masked: bool) -> None:
+    """Every row of one layer's (H, Q, K) maps is finite, non-negative and sums to 1 (or to 0
+    where a mask emptied it)."""
+    sums, smallest = _row_sums_and_min(weights)  # (H, Q); NaN or infinity makes a sum so
+    if not np.all(np.isfinite(sums)):
+        raise ValueError("attention weights contain NaN or infinity")
+    if smallest < 0:
+        raise ValueError("attention weights must be non-negative")
+    bad = np.abs(sums - 1.0) > ROW_SUM_TOLERANCE
+    if masked:
+        bad &= np.abs(sums) > ROW_SUM_TOLERANCE  # a mask may empty a row
+    if bad.any():
+        head, query = np.argwhere(bad)[0]
+        raise ValueError(f"attention row (layer {index}, head {head}, query {query}) sums to "
+                         f"{sums[head, query]:.4f}, not 1")
+
+
+def _row_sums_and_min(weights: np.ndarray) -> tuple[np.ndarray, float]:
+    """Every row's sum and the smallest weight; torch's reductions (which use every core) read
+    a fresh contiguous array in place, anything else is reduced by numpy."""
+    if weights.flags.writeable and weights.flags.c_contiguous:
+        shared = torch.from_numpy(weights)  # the same memory
+        return shared.sum(dim=-1).numpy(), float(shared.min())
+    return weights.sum(axis=-1), float(weights.min())

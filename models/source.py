@@ -187,8 +187,8 @@ class LoadedSource:
         run = run_captured(self.model, inputs)
         trace = trace_from_run(run, encoded, self.label, self.causal, self.rotary,
                                self._predictions(run.logits, encoded))
-        outer = trace.record.weights[[0, -1]]  # (2, H, Q, K): a cheap check, first and last layer
-        if self.causal and outer[..., ~trace.allowed].any():
+        outer = (trace.record.layer(0), trace.record.layer(-1))  # a cheap check: first and last
+        if self.causal and any(layer[..., ~trace.allowed].any() for layer in outer):
             raise ModelLoadError(f"'{self.label}' attends to later tokens: it is not a causal "
                                  "decoder.")
         return trace

@@ -107,7 +107,7 @@ class Trace:
         if self.value_norms is None:
             raise ValueError("This model's output projection could not be read, so norm-based "
                              "attention cannot be computed.")
-        return self.record.weights[layer] * self.value_norms[layer][:, None, :]  # (H, Q, K)
+        return self.record.layer(layer) * self.value_norms[layer][:, None, :]  # (H, Q, K)
 
     def masked_softmax_difference(self, layer: int) -> float:
         """max |softmax(scores with the mask) - the model's weights| for one layer: how exactly
@@ -117,13 +117,14 @@ class Trace:
         exponentials = np.exp(scores - np.where(np.isfinite(peak), peak, 0.0))
         total = exponentials.sum(axis=-1, keepdims=True)
         weights = np.divide(exponentials, total, out=np.zeros_like(exponentials), where=total > 0)
-        return float(np.abs(weights - self.record.weights[layer]).max())
+        return float(np.abs(weights - self.record.layer(layer)).max())
 
     @property
     def nbytes(self) -> int:
-        arrays = (self.record.weights, self.query, self.key, self.value, self.context,
+        arrays = (self.query, self.key, self.value, self.context,
                   self.allowed, *(() if self.value_norms is None else (self.value_norms,)))
-        return sum(a.nbytes for a in arrays) + getattr(self.predictions, "nbytes", 0) + 4096
+        return (self.record.nbytes + sum(a.nbytes for a in arrays)
+                + getattr(self.predictions, "nbytes", 0) + 4096)
 
 
 def allowed_positions(encoded: EncodedText, causal: bool) -> np.ndarray:
@@ -137,15 +138,10 @@ def allowed_positions(encoded: EncodedText, causal: bool) -> np.ndarray:
 
 def trace_from_run(run: CapturedRun, encoded: EncodedText, source: str, causal: bool,
                    rotary: bool = False, predictions: Predictions | None = None) -> Trace:
-    """Batch item 0 of a captured run as a Trace (weights copied once into one array)."""
-    first = run.layers[0]
-    layers = len(run.layers)
-    weights = np.empty((layers, *first.weights.shape[1:]), dtype=np.float32)  # (L, H, Q, K)
-    target = torch.from_numpy(weights)  # shares the array's memory
-    for layer, captured in enumerate(run.layers):
-        target[layer].copy_(captured.weights[0])
+    """Batch item 0 of a captured run as a Trace; the weights stay the arrays the model wrote."""
     record = AttentionRecord(
-        tokens=encoded.tokens, weights=weights, source=source,
+        tokens=encoded.tokens, layers=[_item_zero(captured.weights) for captured in run.layers],
+        source=source,
         masks=("causal",) if causal else (), segment_ids=encoded.segment_ids,
         special_positions=encoded.special_positions, dropped_tokens=encoded.dropped_tokens,
     )
@@ -162,6 +158,15 @@ def trace_from_run(run: CapturedRun, encoded: EncodedText, source: str, causal: 
         predictions=predictions,
         value_norms=_value_norms(run),
     )
+
+
+def _item_zero(batch: torch.Tensor) -> np.ndarray:
+    """Batch item 0 as a float32 array: the tensor's own memory when it is float32 and the
+    batch holds one item, else a copy (so a view does not keep the other items alive)."""
+    item = batch[0]
+    if item.dtype != torch.float32:
+        return item.float().numpy()
+    return item.numpy() if batch.size(0) == 1 and item.is_contiguous() else item.clone().numpy()
 
 
 def _value_norms(run: CapturedRun) -> np.ndarray | None:

@@ -39,3 +39,33 @@ def test_statistics_table_has_norm_columns_only_on_model_tokens(default_model):
     merged = run_page("head_statistics", state={"sb_hide_special": True})
     assert "norm_cls" not in merged.dataframe[0].value.columns
     assert "switch the sidebar's token options off" in texts(merged)
+
+
+def test_value_norms_are_each_value_through_its_heads_slice_of_w_o_and_follow_new_weights(
+        smollm2_model):
+    """||v_j W_O^h|| by hand, per head, on the decoder (grouped-query attention); after the
+    output projection changes in place the kept Gram matrices are recomputed."""
+    import torch
+
+    from models.decoder import DEFAULT_DECODER
+    from models.source import Kind, ModelSource
+
+    runner = ModelSource(Kind.DECODER, DEFAULT_DECODER).load(decoder=lambda name: smollm2_model)
+    trace = runner.run(TEXT)
+    layer = 3
+    projection = smollm2_model.model.model.layers[layer].self_attn.o_proj.weight  # (D, H*Dh)
+    heads, width = trace.query.shape[1], trace.query.shape[-1]
+    by_hand = np.stack([
+        np.linalg.norm(trace.value[layer, trace.kv_head(h)]
+                       @ projection.detach().numpy()[:, h * width:(h + 1) * width].T, axis=-1)
+        for h in range(heads)])  # (H, T)
+    np.testing.assert_allclose(trace.value_norms[layer], by_hand, rtol=1e-4, atol=1e-6)
+    with torch.no_grad():
+        projection.mul_(2.0)
+    try:
+        later = runner.run(TEXT)  # a new forward (runs are not cached below ui/)
+        # layer 3's values are unchanged by its own W_O; its norms through W_O double
+        np.testing.assert_allclose(later.value_norms[layer], 2 * by_hand, rtol=1e-4, atol=1e-6)
+    finally:
+        with torch.no_grad():
+            projection.div_(2.0)

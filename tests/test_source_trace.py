@@ -205,3 +205,18 @@ def test_trace_norm_based_attention_equals_the_direct_computation(default_model,
         for layer in (0, trace.record.num_layers - 1):
             np.testing.assert_allclose(trace.norm_weights(layer), direct[layer], rtol=1e-4,
                                        atol=1e-5)
+
+
+def test_a_trace_keeps_the_maps_the_model_wrote_without_copying_them(default_model):
+    from models.capture import run_captured
+    from models.tokenize import encode
+    from models.trace import trace_from_run
+
+    runner = ModelSource(Kind.ENCODER, DEFAULT_MODEL).load(pretrained=lambda name: default_model)
+    encoded = encode(runner.tokenizer, TEXT, None, runner.max_tokens)
+    run = run_captured(runner.model, encoded.model_inputs())
+    trace = trace_from_run(run, encoded, "MiniLM", causal=False)
+    assert all(np.shares_memory(trace.record.layer(index), captured.weights.numpy())
+               for index, captured in enumerate(run.layers))
+    np.testing.assert_array_equal(trace.record.weights,
+                                  reference_attentions(default_model, TEXT, None))

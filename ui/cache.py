@@ -120,7 +120,7 @@ def token_view(source: ModelSource, text: str, pair: str, merge_words: bool,
 
     def compute() -> _Sized:
         view = apply_token_options(base, merge_words, hide_special)
-        return _Sized(view, view.record.weights.nbytes)
+        return _Sized(view, view.record.nbytes)
 
     return _traces().get(("view", source, text, pair, merge_words, hide_special), compute).value
 
