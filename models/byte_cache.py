@@ -4,15 +4,22 @@ Streamlit's caches bound entries by count, and one decoder trace can be a hundre
 while an encoder trace at 8 tokens is a few kilobytes: a count is no bound on memory. Values here
 report their size (`nbytes`); the cache drops the least recently used values until the total fits
 its budget. Two threads asking for the same missing key compute it once: the second waits for
-the first's result (or its exception).
+the first's result (or its exception). `array_bytes` measures what a value holds, for values
+that do not report their own size.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
 
 
 def size_of(value: Any) -> int:
@@ -20,6 +27,55 @@ def size_of(value: Any) -> int:
     if isinstance(value, tuple):
         return sum(size_of(item) for item in value)
     return int(getattr(value, "nbytes", 0))
+
+
+def array_bytes(value: Any) -> int:
+    """The memory `value` holds, measured: every numpy array and torch tensor in it (counted once
+    however often it is referenced, a view as the whole array it keeps alive), a torch module's
+    parameters and buffers, and the shallow size of the Python objects around them.
+
+    It walks dataclasses, tuples, lists, sets and dicts; any other object counts its own
+    `nbytes` when it reports one, or its shallow size.
+    """
+    return _deep_bytes(value, set())
+
+
+def _deep_bytes(value: Any, seen: set[tuple[str, int]]) -> int:
+    if value is None or isinstance(value, (bool, int, float)):
+        return 0  # small, and often shared singletons: not worth a count
+    if isinstance(value, np.ndarray):
+        while isinstance(value.base, np.ndarray):  # a view keeps its whole base alive
+            value = value.base
+        if isinstance(value.base, torch.Tensor):  # `tensor.numpy()` shares the tensor's memory
+            return _deep_bytes(value.base, seen)
+        return _once(("array", id(value)), seen, value.nbytes)
+    if isinstance(value, torch.Tensor):
+        storage = value.untyped_storage()
+        return _once(("storage", storage.data_ptr() or id(storage)), seen, storage.nbytes())
+    if ("object", id(value)) in seen:
+        return 0
+    seen.add(("object", id(value)))
+    if isinstance(value, nn.Module):
+        return sys.getsizeof(value) + sum(
+            _deep_bytes(tensor, seen) for tensor in (*value.parameters(), *value.buffers()))
+    total = sys.getsizeof(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return total + sum(_deep_bytes(getattr(value, f.name), seen)
+                           for f in dataclasses.fields(value))
+    if isinstance(value, (tuple, list, set, frozenset)):
+        return total + sum(_deep_bytes(item, seen) for item in value)
+    if isinstance(value, dict):
+        return total + sum(_deep_bytes(k, seen) + _deep_bytes(v, seen) for k, v in value.items())
+    if isinstance(value, (str, bytes)):
+        return total
+    return max(total, int(getattr(value, "nbytes", 0) or 0))
+
+
+def _once(key: tuple[str, int], seen: set[tuple[str, int]], nbytes: int) -> int:
+    if key in seen:
+        return 0
+    seen.add(key)
+    return int(nbytes)
 
 
 class _Pending:

@@ -1,12 +1,9 @@
 import streamlit as st
 
-from models.encoder import Encoder
 from models.errors import ModelLoadError
-from models.labelled_data import load_shipped
-from models.layer_walk import (LayerWalk, WalkMismatch, WalkUnavailable, batch_texts,
-                               encode_batch, scratch_walk_config, walk_layer)
-from models.scratch import random_encoder
+from models.layer_walk import WalkMismatch, WalkUnavailable
 from ui import cache, charts
+from ui.layer_walk_cache import pretrained_walk, scratch_walk
 from ui.routing import through_app
 from ui.state import index_slider, sidebar_input
 from viz.layer_walk import head_map, matrices_figure, shape_text, steps_figure, steps_table
@@ -16,32 +13,7 @@ HEAD_COUNTS = (1, 2, 3, 4, 6, 8, 12, 16)
 MAX_BATCH = 32
 MAX_LENGTH = 128
 MAX_SCRATCH_LAYERS = 6
-WALKS_KEPT = 8  # a walk of 512 tokens holds about 30 MB
-TTL_SECONDS = 3600
 PRETRAINED, SCRATCH = "pretrained", "scratch"
-
-
-@st.cache_resource(max_entries=2, show_spinner="Building the from-scratch encoder…")
-def scratch_encoder(vocab_size: int, hidden: int, heads: int, layers: int, norm_style: str,
-                    seed: int) -> Encoder:
-    return random_encoder(scratch_walk_config(vocab_size, hidden, heads, layers, norm_style), seed)
-
-
-@st.cache_resource(max_entries=WALKS_KEPT, ttl=TTL_SECONDS, show_spinner="Following the input…")
-def pretrained_walk(name: str, text: str, layer: int) -> LayerWalk:
-    loaded = cache.pretrained(name)
-    batch = encode_batch(loaded.tokenizer, [text], max_tokens=loaded.max_tokens)
-    return walk_layer(loaded.model, batch, layer, name)
-
-
-@st.cache_resource(max_entries=WALKS_KEPT, ttl=TTL_SECONDS, show_spinner="Following the batch…")
-def scratch_walk(name: str, sizes: tuple, seed: int, batch_size: int, length: int, text: str,
-                 layer: int) -> LayerWalk:
-    tokenizer = cache.pretrained(name).tokenizer
-    encoder = scratch_encoder(len(tokenizer), *sizes, seed)
-    texts = batch_texts(text, load_shipped().texts, batch_size)
-    label = f"from-scratch encoder, random weights (seed {seed})"
-    return walk_layer(encoder, encode_batch(tokenizer, texts, length=length), layer, label)
 
 
 through_app()

@@ -1,7 +1,9 @@
 """Cached model runs for the "which heads matter" pages: detectors, ablation, knockout, norms.
 
-Each entry is keyed by the sidebar's model source and the input; models come from ui.cache, so
-they load once per server. Entries are few (a page shows one at a time) and bounded.
+Each result is keyed by the sidebar's model source and the input and kept in one store bounded
+in bytes (ui.byte_caches.analyses, `models.limits.ANALYSIS_CACHE_BYTES`): a comparison keeps two
+full records, ~270 MB for a decoder at its token limit, so a count of entries would bound nothing.
+Models come from ui.cache, so they load once per server.
 
 Ablation and knockout also run on a classifier fine-tuned on this server (ui.finetune_cache):
 `FineTuned` names it in the place of a model source, and its target is a class index.
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import streamlit as st
@@ -20,13 +23,8 @@ from models.ablation import Comparison, PreparedInput, Target
 from models.detectors import repeated_tokens_record
 from models.record import AttentionRecord
 from models.source import ModelSource
-from ui import cache, finetune_cache
+from ui import byte_caches, cache, finetune_cache
 from ui.links import shared_params
-
-MAX_ENTRIES = 8
-# A comparison keeps two full records: for a decoder at its token limit that is ~270 MB.
-MAX_COMPARISONS = 2
-TTL_SECONDS = 3600
 
 
 @dataclass(frozen=True)
@@ -41,6 +39,7 @@ class FineTuned:
 
 
 Subject = ModelSource | FineTuned  # what the experiments run on
+Value = TypeVar("Value")
 
 
 def classifier_of(encoder_name: str, finished: finetune_cache.Finished) -> FineTuned:
@@ -104,18 +103,25 @@ def _input_and_target(source: Subject, text: str, pair: str, mask_position: int 
     return given, ablation.next_token_target(given, tokenizer, target_id)
 
 
-@st.cache_resource(max_entries=MAX_ENTRIES, ttl=TTL_SECONDS, show_spinner="Running the model…")
+def _kept(key: tuple, compute: Callable[[], Value], message: str | None) -> Value:
+    return byte_caches.kept(byte_caches.analyses(), key, compute, message)
+
+
 def baseline(source: Subject, text: str, pair: str, mask_position: int | None,
              target_id: int | None = None) -> ablation.Outcome:
     """The plain run's prediction. A causal LM without a target takes its own top next token, a
     classifier its predicted class; a classifier's outcome keeps its attention record (its
     input is at most its training length, 64 tokens by default)."""
-    model, _, _, outputs = _model(source)
-    keep = isinstance(source, FineTuned)
-    if mask_position is None and target_id is None:
-        return ablation.predict(model, prepared(source, text, pair), outputs, keep_record=keep)
-    given, target = _input_and_target(source, text, pair, mask_position, target_id)
-    return ablation.predict(model, given, outputs, target, keep_record=keep)
+    def compute() -> ablation.Outcome:
+        model, _, _, outputs = _model(source)
+        keep = isinstance(source, FineTuned)
+        if mask_position is None and target_id is None:
+            return ablation.predict(model, prepared(source, text, pair), outputs, keep_record=keep)
+        given, target = _input_and_target(source, text, pair, mask_position, target_id)
+        return ablation.predict(model, given, outputs, target, keep_record=keep)
+
+    return _kept(("baseline", source, text, pair, mask_position, target_id), compute,
+                 "Running the model…")
 
 
 def target_id_of(source: ModelSource, text: str, pair: str, word: str) -> int:
@@ -124,43 +130,53 @@ def target_id_of(source: ModelSource, text: str, pair: str, word: str) -> int:
     return ablation.target_from_text(prepared(source, text, pair), tokenizer, word).token_id
 
 
-@st.cache_resource(max_entries=MAX_COMPARISONS, ttl=TTL_SECONDS,
-                   show_spinner="Running the model with the heads ablated…")
 def head_ablation(source: Subject, text: str, pair: str, mask_position: int | None,
                   target_id: int | None, heads: tuple[tuple[int, int], ...],
                   mode: str) -> Comparison:
-    model, _, _, outputs = _model(source)
-    given, target = _input_and_target(source, text, pair, mask_position, target_id)
-    return ablation.ablate_heads(model, given, outputs, target, heads, mode)
+    def compute() -> Comparison:
+        model, _, _, outputs = _model(source)
+        given, target = _input_and_target(source, text, pair, mask_position, target_id)
+        return ablation.ablate_heads(model, given, outputs, target, heads, mode)
+
+    return _kept(("head_ablation", source, text, pair, mask_position, target_id, heads, mode),
+                 compute, "Running the model with the heads ablated…")
 
 
-@st.cache_resource(max_entries=MAX_ENTRIES, ttl=TTL_SECONDS, show_spinner=False)
 def importance(source: Subject, text: str, pair: str, mask_position: int | None,
                target_id: int | None, mode: str,
                _progress: Callable[[int, int], None] | None = None) -> np.ndarray:
-    """(L, H) change of the target's log-probability with each head ablated alone."""
-    model, _, _, _ = _model(source)
-    given, target = _input_and_target(source, text, pair, mask_position, target_id)
-    return ablation.importance_grid(model, given, target, mode, progress=_progress).numpy()
+    """(L, H) change of the target's log-probability with each head ablated alone; `_progress`
+    (not part of the key) hears each batch while it is computed."""
+    def compute() -> np.ndarray:
+        model, _, _, _ = _model(source)
+        given, target = _input_and_target(source, text, pair, mask_position, target_id)
+        return ablation.importance_grid(model, given, target, mode, progress=_progress).numpy()
+
+    return _kept(("importance", source, text, pair, mask_position, target_id, mode), compute,
+                 None)
 
 
-@st.cache_resource(max_entries=MAX_ENTRIES, ttl=TTL_SECONDS,
-                   show_spinner="Running the model with the edges blocked…")
 def knockout(source: Subject, text: str, pair: str, mask_position: int | None,
              target_id: int | None, query: int, keys: tuple[int, ...],
              layers: tuple[int, ...]) -> Comparison:
-    model, _, _, outputs = _model(source)
-    given, target = _input_and_target(source, text, pair, mask_position, target_id)
-    return ablation.knockout(model, given, outputs, target, query, keys, layers,
-                             keep_records=False)
+    def compute() -> Comparison:
+        model, _, _, outputs = _model(source)
+        given, target = _input_and_target(source, text, pair, mask_position, target_id)
+        return ablation.knockout(model, given, outputs, target, query, keys, layers,
+                                 keep_records=False)
+
+    return _kept(("knockout", source, text, pair, mask_position, target_id, query, keys, layers),
+                 compute, "Running the model with the edges blocked…")
 
 
-@st.cache_resource(max_entries=MAX_ENTRIES, ttl=TTL_SECONDS,
-                   show_spinner="Running the model on random tokens repeated twice…")
 def repeated_tokens(source: ModelSource, count: int, seed: int) -> AttentionRecord:
-    model, tokenizer, limit = cache.model_and_tokenizer(source)
-    return repeated_tokens_record(model, tokenizer, limit, source.causal, source.label, count,
-                                  seed)
+    def compute() -> AttentionRecord:
+        model, tokenizer, limit = cache.model_and_tokenizer(source)
+        return repeated_tokens_record(model, tokenizer, limit, source.causal, source.label, count,
+                                      seed)
+
+    return _kept(("repeated_tokens", source, count, seed), compute,
+                 "Running the model on random tokens repeated twice…")
 
 
 def norm_maps(source: ModelSource, text: str, pair: str) -> np.ndarray:

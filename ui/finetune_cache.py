@@ -5,8 +5,12 @@ Training runs in a background thread, one training at a time on this server (two
 only share the same two cores); a session that asks for a model another session is already
 training follows that same job's progress and then reuses its result. So pressing "train" twice,
 or from thirty sessions at once, trains once, and a session that leaves the page does not stop a
-training others are waiting for. At most MAX_MODELS trained models are kept (the least recently
-used is dropped): a fine-tuned MiniLM copy is about 90 MB, a from-scratch classifier about 20 MB.
+training others are waiting for. At most MAX_MODELS trained models, and at most
+`models.limits.FINETUNED_BYTES` of them (measured: parameters, buffers and the rest), are kept;
+the least recently used go first, and the newest stays even alone over the budget (it is at most
+one model the loader allowed, and a session is about to use it). A fine-tuned MiniLM copy is
+about 90 MB, a from-scratch classifier about 20 MB. Before/after comparisons of a sentence are
+kept in the byte-bounded store shared with the other pages (ui.byte_caches.results).
 """
 
 from __future__ import annotations
@@ -20,16 +24,17 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from models.byte_cache import array_bytes
 from models.classifier import (Prediction, encoder_record, predict_one, pretrained_classifier,
                                scratch_classifier, scratch_encoder_config, with_head)
 from models.finetune import PRETRAINED, FinetuneResult, FinetuneSettings, finetune
 from models.labelled_data import LabelledData
+from models.limits import FINETUNED_BYTES
 from models.record import AttentionRecord
-from ui import cache
+from ui import byte_caches, cache
 
 MAX_MODELS = 4
 POLL_SECONDS = 0.25  # how often a waiting page redraws the progress bar
-COMPARISONS_KEPT = 32
 
 
 class TrainingJob:
@@ -64,14 +69,19 @@ class TrainingJob:
 
 
 class TrainedModels:
-    """A bounded, thread-safe store of trained results with at most one training per key."""
+    """A thread-safe store of trained results, bounded in number and in bytes, with at most one
+    training per key."""
 
-    def __init__(self, capacity: int = MAX_MODELS):
+    def __init__(self, capacity: int = MAX_MODELS, budget_bytes: int = FINETUNED_BYTES):
         if capacity < 1:
             raise ValueError("capacity must be at least 1")
+        if budget_bytes <= 0:
+            raise ValueError(f"the budget must be positive, got {budget_bytes}")
         self.capacity = capacity
+        self.budget_bytes = budget_bytes
         self.trainings = 0  # how many trainings actually ran (the tests read it)
         self._results: OrderedDict[str, FinetuneResult] = OrderedDict()
+        self._sizes: dict[str, int] = {}
         self._jobs: dict[str, TrainingJob] = {}
         self._lock = threading.Lock()  # guards _results, _jobs and trainings
         self._one_at_a_time = threading.Lock()  # one training on this server at a time
@@ -84,11 +94,24 @@ class TrainedModels:
             return result
 
     def put(self, key: str, result: FinetuneResult) -> None:
+        size = array_bytes(result)
         with self._lock:
             self._results[key] = result
             self._results.move_to_end(key)
-            while len(self._results) > self.capacity:
-                self._results.popitem(last=False)
+            self._sizes[key] = size
+            while len(self._results) > 1 and (len(self._results) > self.capacity
+                                              or self._total() > self.budget_bytes):
+                dropped, _ = self._results.popitem(last=False)
+                del self._sizes[dropped]
+
+    def _total(self) -> int:
+        return sum(self._sizes.values())
+
+    @property
+    def total_bytes(self) -> int:
+        """The bytes the kept results hold."""
+        with self._lock:
+            return self._total()
 
     def __len__(self) -> int:
         return len(self._results)
@@ -225,18 +248,22 @@ class BeforeAfter:
     after_record: AttentionRecord
 
 
-@st.cache_resource(max_entries=COMPARISONS_KEPT, show_spinner="Running the sentence…")
 def before_after(key: str, encoder_name: str, text: str, _result: FinetuneResult) -> BeforeAfter:
-    """`key` is the training key: `_result` (not hashed) is the model it names."""
-    loaded = cache.pretrained(encoder_name)
-    limit = _result.settings.max_tokens
-    untrained = with_head(_result.classifier, loaded.model, _result.initial_head)
-    before_record = encoder_record(loaded.model, loaded.tokenizer, text, loaded.max_tokens,
-                                   encoder_name)
-    after_record = encoder_record(_result.classifier.encoder, loaded.tokenizer, text,
-                                  loaded.max_tokens, f"{encoder_name}, fine-tuned")
-    return BeforeAfter(
-        before=predict_one(untrained, loaded.tokenizer, text, limit, _result.class_names),
-        after=predict_one(_result.classifier, loaded.tokenizer, text, limit, _result.class_names),
-        before_record=before_record, after_record=after_record,
-    )
+    """`key` is the training key: `_result` (not part of the cache key) is the model it names."""
+    def compute() -> BeforeAfter:
+        loaded = cache.pretrained(encoder_name)
+        limit = _result.settings.max_tokens
+        untrained = with_head(_result.classifier, loaded.model, _result.initial_head)
+        before_record = encoder_record(loaded.model, loaded.tokenizer, text, loaded.max_tokens,
+                                       encoder_name)
+        after_record = encoder_record(_result.classifier.encoder, loaded.tokenizer, text,
+                                      loaded.max_tokens, f"{encoder_name}, fine-tuned")
+        return BeforeAfter(
+            before=predict_one(untrained, loaded.tokenizer, text, limit, _result.class_names),
+            after=predict_one(_result.classifier, loaded.tokenizer, text, limit,
+                              _result.class_names),
+            before_record=before_record, after_record=after_record,
+        )
+
+    return byte_caches.kept(byte_caches.results(), ("before_after", key, encoder_name, text),
+                            compute, "Running the sentence…")

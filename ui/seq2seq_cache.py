@@ -1,28 +1,32 @@
 """Cached resources of the encoder–decoder page.
 
 The toy translator is trained once per machine (the disk cache, models/seq2seq_training.py) and
-loaded once per server (st.cache_resource), so thirty students share one training. Loaded
-Hugging Face encoder–decoders are kept once per server too; translations are kept per input,
-bounded in number and age. "Retrain and watch" runs for one session at a time.
+loaded once per server (st.cache_resource: one fixed model), so thirty students share one
+training. Hugging Face encoder–decoders are kept by what they are (however the name is spelled),
+at most `models.limits.SEQ2SEQ_MODELS` at once, least recently used unloaded. Translations and
+bertviz pages are kept per input in the byte-bounded store shared with the other pages
+(ui.byte_caches.results). "Retrain and watch" runs for one session at a time.
 """
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from dataclasses import replace
 
 import streamlit as st
 
 from models.hf_seq2seq import Seq2SeqRun, load_seq2seq, run_seq2seq
-from models.pretrained import LoadedModel
+from models.limits import SEQ2SEQ_MODELS
+from models.loaded_models import LoadedModels
+from models.pretrained import LoadedModel, model_identity
 from models.record import AttentionRecord
 from models.seq2seq_training import (Progress, Snapshot, TrainedTranslator, TrainingSettings,
                                      Translation, is_cached, load_or_train, train, translate)
+from ui import byte_caches
 from viz.bertviz_views import encoder_decoder_html
 
 TOY_SETTINGS = TrainingSettings()
-MAX_RUNS = 32
-RUN_TTL_SECONDS = 3600
 MIN_RETRAIN_STEPS = 20
 MAX_RETRAIN_STEPS = 600  # about a minute on two cores
 
@@ -40,30 +44,48 @@ def train_toy(progress: Progress) -> None:
     load_or_train(TOY_SETTINGS, progress)
 
 
+# One fixed model per server: not keyed by anything a student types.
 @st.cache_resource(show_spinner="Loading the toy translator (once per server)…")
 def toy_translator() -> TrainedTranslator:
     return load_or_train(TOY_SETTINGS)
 
 
-@st.cache_resource(max_entries=MAX_RUNS, ttl=RUN_TTL_SECONDS, show_spinner=False)
 def toy_translation(text: str) -> Translation:
-    return translate(toy_translator(), text)
+    return byte_caches.kept(byte_caches.results(), ("toy_translation", text),
+                            lambda: translate(toy_translator(), text))
 
 
-@st.cache_resource(show_spinner="Loading the encoder–decoder (once per server)…")
+@st.cache_resource
+def _models() -> LoadedModels:
+    """The encoder–decoders loaded on this server, keyed by what they are, bounded in number."""
+    return LoadedModels(SEQ2SEQ_MODELS)
+
+
 def hf_model(name: str) -> LoadedModel:
-    return load_seq2seq(name)
+    """The encoder–decoder `name` names; a spinner only while it loads."""
+    return byte_caches.spinning(_models(), model_identity(name), lambda: load_seq2seq(name),
+                                "Loading the encoder–decoder (once per server)…")
 
 
-@st.cache_resource(max_entries=MAX_RUNS, ttl=RUN_TTL_SECONDS, show_spinner="Running the model…")
 def hf_run(name: str, source: str, target: str, max_new_tokens: int) -> Seq2SeqRun:
-    return run_seq2seq(hf_model(name), source, target or None, max_new_tokens)
+    return byte_caches.kept(
+        byte_caches.results(), ("hf_run", model_identity(name), source, target, max_new_tokens),
+        lambda: run_seq2seq(hf_model(name), source, target or None, max_new_tokens),
+        "Running the model…")
 
 
-@st.cache_data(max_entries=4, show_spinner="Building bertviz's view…")
 def bertviz_html(encoder: AttentionRecord, decoder: AttentionRecord, cross: AttentionRecord,
                  view: str) -> str:
-    return encoder_decoder_html(encoder, decoder, cross, view)
+    """The same page for the same records (keyed by their content, as ui.cache's bertviz pages)."""
+    key = ("bertviz", *(_content(record) for record in (encoder, decoder, cross)), view)
+    return byte_caches.kept(byte_caches.results(), key,
+                            lambda: encoder_decoder_html(encoder, decoder, cross, view),
+                            "Building bertviz's view…")
+
+
+def _content(record: AttentionRecord) -> tuple:
+    digest = hashlib.blake2b(record.weights.tobytes(), digest_size=16).hexdigest()
+    return (record.source, record.tokens, record.key_tokens, record.masks, digest)
 
 
 def retrain_settings(steps: int) -> TrainingSettings:

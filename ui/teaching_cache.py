@@ -1,10 +1,18 @@
-"""Cached results for the teaching pages (masks, scaling, positions), built on ui.cache's models."""
+"""Cached results for the teaching pages (masks, scaling, positions), built on ui.cache's models.
+
+Results keyed by what a student types or chooses are kept in the byte-bounded store shared with
+the other pages (ui.byte_caches.results, `models.limits.RESULT_CACHE_BYTES`); the from-scratch
+encoders and traces live in ui.cache's bounded stores.
+"""
 
 from __future__ import annotations
 
-import streamlit as st
-
+from collections.abc import Callable
 from dataclasses import replace
+from typing import TypeVar
+
+import numpy as np
+import streamlit as st
 
 from models.encoder import Encoder
 from models.masks import PaddedBatch, padded_batch, with_mask_style
@@ -15,10 +23,9 @@ from models.scaling import (DotProductExperiment, EntropyCurve, SoftmaxRow, dot_
 from models.rotary import rotary_angles, rotary_module
 from models.source import Kind, LoadedSource, ModelSource
 from models.trace import Trace
-from ui import cache
+from ui import byte_caches, cache
 
-MAX_ENTRIES = 32
-TTL_SECONDS = 3600
+Value = TypeVar("Value")
 EXPERIMENT_SAMPLES = 2000  # pairs per dimension: about 1.7 % standard error on the mean
 ENTROPY_ROWS = 200
 ENTROPY_LARGEST_DIMENSION = 4096
@@ -49,57 +56,77 @@ def steps(name: str, seed: int, copied: bool, causal: bool, text: str, pair: str
     return cache.cached_trace(scratch_runner(name, seed, copied, causal), text, pair)
 
 
-@st.cache_resource(max_entries=MAX_ENTRIES, ttl=TTL_SECONDS, show_spinner="Running the batch…")
+def _kept(key: tuple, compute: Callable[[], Value], message: str | None = None) -> Value:
+    return byte_caches.kept(byte_caches.results(), key, compute, message)
+
+
 def batch(name: str, seed: int, copied: bool, first: str, second: str) -> PaddedBatch:
-    runner = scratch_runner(name, seed, copied, causal=False)
-    return padded_batch(runner.model, runner.tokenizer, (first, second), runner.label)
+    def compute() -> PaddedBatch:
+        runner = scratch_runner(name, seed, copied, causal=False)
+        return padded_batch(runner.model, runner.tokenizer, (first, second), runner.label)
+
+    return _kept(("batch", name, seed, copied, first, second), compute, "Running the batch…")
 
 
+# One fixed experiment per server (the pages ask for one constant seed each), so it stays a plain
+# resource: it is not keyed by anything a student chooses.
 @st.cache_resource(show_spinner="Multiplying random vectors (once per server)…")
 def dot_products(seed: int) -> DotProductExperiment:
     return dot_product_experiment(experiment_dimensions(), EXPERIMENT_SAMPLES, seed)
 
 
-@st.cache_resource(max_entries=MAX_ENTRIES, show_spinner=False)
 def dot_products_at(dimension: int, seed: int) -> DotProductExperiment:
-    return dot_product_experiment([dimension], EXPERIMENT_SAMPLES, seed)
+    return _kept(("dot_products_at", dimension, seed),
+                 lambda: dot_product_experiment([dimension], EXPERIMENT_SAMPLES, seed))
 
 
-@st.cache_resource(max_entries=MAX_ENTRIES, show_spinner=False)
 def row(dimension: int, num_keys: int, seed: int) -> SoftmaxRow:
-    return softmax_row(dimension, num_keys, seed)
+    return _kept(("row", dimension, num_keys, seed), lambda: softmax_row(dimension, num_keys, seed))
 
 
-@st.cache_resource(max_entries=MAX_ENTRIES, show_spinner="Averaging over random rows…")
 def entropies(num_keys: int, seed: int) -> EntropyCurve:
-    dimensions = experiment_dimensions(13, ENTROPY_LARGEST_DIMENSION)
-    return entropy_curve(dimensions, num_keys, ENTROPY_ROWS, seed)
+    def compute() -> EntropyCurve:
+        dimensions = experiment_dimensions(13, ENTROPY_LARGEST_DIMENSION)
+        return entropy_curve(dimensions, num_keys, ENTROPY_ROWS, seed)
+
+    return _kept(("entropies", num_keys, seed), compute, "Averaging over random rows…")
 
 
-@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
-def sinusoid(num_positions: int, dim: int):
-    return sinusoidal_encoding(num_positions, dim)
+def _read_only(array: np.ndarray) -> np.ndarray:
+    """A shared array no caller may change (every session reads the same one)."""
+    array = np.asarray(array)
+    array.setflags(write=False)
+    return array
 
 
-@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
-def sinusoid_similarity(num_positions: int, dim: int):
-    return cosine_similarity(sinusoidal_encoding(num_positions, dim))
+def sinusoid(num_positions: int, dim: int) -> np.ndarray:
+    return _kept(("sinusoid", num_positions, dim),
+                 lambda: _read_only(sinusoidal_encoding(num_positions, dim)))
 
 
-@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
-def learned_similarity(name: str, num_positions: int):
+def sinusoid_similarity(num_positions: int, dim: int) -> np.ndarray:
+    return _kept(("sinusoid_similarity", num_positions, dim),
+                 lambda: _read_only(cosine_similarity(sinusoidal_encoding(num_positions, dim))))
+
+
+def learned_similarity(name: str, num_positions: int) -> np.ndarray:
     """Cosine similarity of the pretrained model's learned position embeddings (ValueError if none)."""
-    return cosine_similarity(learned_positions(cache.pretrained(name).model, num_positions))
+    return _kept(("learned_similarity", name, num_positions), lambda: _read_only(cosine_similarity(
+        learned_positions(cache.pretrained(name).model, num_positions))))
 
 
-@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
 def learned_count(name: str) -> int:
     """How many learned positions the pretrained model has (0 if it has no learned table)."""
-    return learned_position_count(cache.pretrained(name).model)
+    return _kept(("learned_count", name),
+                 lambda: learned_position_count(cache.pretrained(name).model))
 
 
-@st.cache_data(max_entries=MAX_ENTRIES, show_spinner=False)
-def rotary(name: str, num_positions: int):
+def rotary(name: str, num_positions: int) -> np.ndarray | None:
     """The causal decoder's rotary angles (P, Dh/2), or None when it has no rotary module."""
-    model = cache.decoder(name).model
-    return rotary_angles(model, num_positions) if rotary_module(model) is not None else None
+    def compute() -> np.ndarray | None:
+        model = cache.decoder(name).model
+        if rotary_module(model) is None:
+            return None
+        return _read_only(rotary_angles(model, num_positions))
+
+    return _kept(("rotary", name, num_positions), compute)
