@@ -83,7 +83,7 @@ class MultiHeadAttention(nn.Module):
         dropout_p = self.dropout_p if self.training else 0.0
         capture = active_capture() if memory is None else None
         if capture is not None:
-            blocked = blocked_edges(len(capture.layers))  # (Q, K) knockout edges, if any
+            blocked = blocked_edges(capture.count)  # (Q, K) knockout edges, if any
             if blocked is not None:
                 mask = ~blocked if mask is None else mask & ~blocked
         heads, weights = scaled_dot_product_attention(query, key, value, mask, dropout_p)

@@ -18,12 +18,14 @@ from __future__ import annotations
 import sys
 import threading
 import weakref
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
 ATTENTION_NAME = "attention_explorer"
@@ -78,8 +80,21 @@ class CapturedRun:
 
 @dataclass
 class _Capture:
+    """What one captured forward keeps. With a `sink`, each layer is handed to it and not kept
+    (a long input's maps are reduced layer by layer); `stop_after` ends the forward once that
+    layer has been captured (one layer on demand costs the layers up to it, not the whole pass).
+    """
+
     intervention: Intervention | None
     layers: list[LayerCapture] = field(default_factory=list)
+    sink: Callable[[int, LayerCapture], None] | None = None
+    stop_after: int | None = None
+    fast_until: int = 0  # layers before this one run fused attention, uncaptured (no weights)
+    count: int = 0  # layers seen so far: the index of the next one
+
+
+class _Stopped(Exception):
+    """Raised inside the forward once the last layer asked for has been captured."""
 
 
 _active = threading.local()  # the capture of the forward running in this thread, if any
@@ -138,16 +153,22 @@ def edit_and_record(capture: _Capture, query: torch.Tensor, key: torch.Tensor,
                     value: torch.Tensor, weights: torch.Tensor, context: torch.Tensor,
                     scaling: float, output_weight: torch.Tensor | None) -> torch.Tensor:
     """Apply the intervention's head edits to `context` (B, T, H, Dh), record the layer, return it."""
-    layer = len(capture.layers)
+    layer = capture.count
     edit = capture.intervention
     if edit is not None and edit.head_scale is not None:
         scale = edit.head_scale[:, layer].to(context.dtype)[:, None, :, None]  # (B, 1, H, 1)
         replacement = (torch.zeros_like(context[:1, :1]) if edit.head_replacement is None
                        else edit.head_replacement[layer].to(context.dtype)[None, None])  # (1, 1, H, Dh)
         context = context * scale + replacement * (1 - scale)
-    capture.layers.append(LayerCapture(query.detach(), key.detach(), value.detach(),
-                                       weights.detach(), context.detach(), float(scaling),
-                                       output_weight))
+    captured = LayerCapture(query.detach(), key.detach(), value.detach(), weights.detach(),
+                            context.detach(), float(scaling), output_weight)
+    capture.count += 1
+    if capture.sink is None:
+        capture.layers.append(captured)
+    else:
+        capture.sink(layer, captured)
+    if capture.stop_after is not None and layer >= capture.stop_after:
+        raise _Stopped
     return context
 
 
@@ -171,7 +192,11 @@ def capturing_attention(module, query, key, value, attention_mask, scaling=None,
     if capture is None:
         return eager(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout,
                      **kwargs)
-    blocked = blocked_edges(len(capture.layers))
+    if capture.count < capture.fast_until:  # a layer before the one asked for: no weights kept
+        capture.count += 1
+        return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling,
+                                      dropout=dropout, **kwargs)
+    blocked = blocked_edges(capture.count)
     if blocked is not None:
         attention_mask = _knockout_mask(attention_mask, blocked, query.dtype)
     context, weights = eager(module, query, key, value, attention_mask, scaling=scaling,
@@ -205,11 +230,13 @@ def install(model: nn.Module) -> nn.Module:
 
 
 @contextmanager
-def capturing(intervention: Intervention | None = None):
+def capturing(intervention: Intervention | None = None,
+              sink: Callable[[int, LayerCapture], None] | None = None,
+              stop_after: int | None = None, fast_until: int = 0):
     """Capture the attention layers run in this thread inside the block."""
     if active() is not None:
         raise RuntimeError("a capture is already running in this thread")
-    capture = _Capture(intervention)
+    capture = _Capture(intervention, sink=sink, stop_after=stop_after, fast_until=fast_until)
     _active.capture = capture
     try:
         yield capture
@@ -234,6 +261,34 @@ def run_captured(model: nn.Module, inputs: dict[str, torch.Tensor],
             f"{type(model).__name__} ran no captured attention: load it through the app's "
             "loaders (or call models.capture.install) first")
     return CapturedRun(tuple(capture.layers), logits)
+
+
+def run_streamed(model: nn.Module, inputs: dict[str, torch.Tensor],
+                 sink: Callable[[int, LayerCapture], None], stop_after: int | None = None,
+                 fast_until: int = 0) -> int:
+    """One forward of `model` on `inputs` with every attention layer handed to `sink(index,
+    layer)` as it is computed and then let go, so at most one layer's maps are alive at a time.
+    With `stop_after`, the forward ends once that layer is captured (the model's head never
+    runs). Layers before `fast_until` run the fused (SDPA) attention of transformers and are
+    not captured: their weights never exist, which is what makes one late layer on demand cheap
+    (their outputs differ from eager attention's by float rounding). Returns how many layers ran."""
+    from models.encoder import Encoder  # the from-scratch encoder reports to the same capture
+
+    with capturing(sink=sink, stop_after=stop_after, fast_until=fast_until) as capture, torch.inference_mode():
+        try:
+            if isinstance(model, Encoder):
+                model(inputs["input_ids"], inputs.get("token_type_ids"),
+                      inputs.get("attention_mask"))
+            else:  # the model without its head: a long input's (T, V) logits are not wanted
+                base = getattr(model, "base_model", model)
+                base(**inputs, use_cache=False) if _is_causal(model) else base(**inputs)
+        except _Stopped:
+            pass
+    if not capture.count:
+        raise RuntimeError(
+            f"{type(model).__name__} ran no captured attention: load it through the app's "
+            "loaders (or call models.capture.install) first")
+    return capture.count
 
 
 def _is_causal(model: nn.Module) -> bool:

@@ -39,3 +39,7 @@ LOADED_MODELS = 2
 MODEL_NAME_CHARS = 1024
 # A safetensors header (JSON listing the tensors) larger than this is refused unread.
 SAFETENSORS_HEADER_BYTES = 16 * MIB
+
+# Long inputs (models/streaming.py): a long input keeps per-layer reductions, never its full maps,
+# so a decoder reads up to this many tokens (or its own position limit, when smaller).
+LONG_TOKENS = 4096

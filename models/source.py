@@ -23,7 +23,7 @@ from models.errors import ModelLoadError
 from models.predictions import masked_fillers, next_token, per_position
 from models.pretrained import DEFAULT_MODEL, LoadedModel, load_pretrained
 from models.scratch import random_encoder
-from models.tokenize import encode
+from models.tokenize import EncodedText, encode
 from models.trace import Predictions, Trace, trace_from_run
 from models.transfer import encoder_from_bert
 
@@ -175,15 +175,24 @@ class LoadedSource:
             why = f"{self.label} reads at most {self.max_tokens} tokens"
         return f"The input is longer than this: {why}; the last {dropped} tokens were dropped."
 
-    def run(self, text: str, pair: str | None = None) -> Trace:
-        """Text (and an optional second sentence) -> the Trace of one forward pass."""
+    def encode(self, text: str, pair: str | None = None,
+               limit: int | None = None) -> tuple[EncodedText, dict]:
+        """The text's tokens (cut to `limit`, by default `max_tokens`) and the model's inputs."""
         if self.source.causal:  # a second sentence continues the first after a space
             pair = f" {pair.strip()}" if pair and pair.strip() else None
-        encoded = encode(self.tokenizer, text, pair, self.max_tokens)
+        encoded = encode(self.tokenizer, text, pair, limit or self.max_tokens)
+        return encoded, self.model_inputs(encoded)
+
+    def model_inputs(self, encoded: EncodedText) -> dict:
         inputs = ({"input_ids": encoded.input_ids, "attention_mask": encoded.attention_mask}
                   if self.source.causal else encoded.model_inputs())
         if isinstance(self.model, Encoder):
             inputs.setdefault("token_type_ids", None)
+        return inputs
+
+    def run(self, text: str, pair: str | None = None) -> Trace:
+        """Text (and an optional second sentence) -> the Trace of one forward pass."""
+        encoded, inputs = self.encode(text, pair)
         run = run_captured(self.model, inputs)
         trace = trace_from_run(run, encoded, self.label, self.causal, self.rotary,
                                self._predictions(run.logits, encoded))

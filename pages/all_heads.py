@@ -1,11 +1,13 @@
 import streamlit as st
 
+from ui import long_inputs
 from ui.charts import show
 from ui.downloads import export_buttons
 from ui.routing import through_app
-from ui.state import current_record, index_slider
+from ui.state import current_record, index_slider, sidebar_input
 from viz.heatmap import attention_heatmap
-from viz.overview import all_heads_figure, clicked_tile
+from viz.long_view import WINDOW_TOKENS, pooled_head_figure, window_figure
+from viz.overview import all_heads_figure, clicked_tile, pooled_heads_figure
 
 through_app()
 
@@ -19,37 +21,76 @@ def open_clicked_tile(num_layers: int, num_heads: int) -> None:
     if tile is not None:
         st.session_state["all_layer"], st.session_state["all_head"] = tile
 
-st.title("All heads at once")
-record = current_record()
-if record is not None:
-    controls, picture = st.columns([1, 3], gap="medium")  # the controls beside the mosaic
-    controls.markdown(
-        "Every layer (rows) and every head (columns) of the model, on one colour scale. Click a "
-        "tile (or pick a layer and head) to open it large below, with exact values on hover."
-    )
-    layer = index_slider("Layer", record.num_layers, "all_layer", controls)
-    head = index_slider("Head", record.num_heads, "all_head", controls)
-    if record.num_tokens > 64:
-        controls.caption(f"{record.num_tokens} tokens: each thumbnail shows the largest weight of "
-                         "each block of tokens, so thin patterns stay visible; the enlarged head "
-                         "below is exact.")
-    if "causal" in record.masks:
-        controls.caption("This is a causal decoder: each token sees only itself and earlier "
-                         "tokens, so every map is a triangle. The bright first column is an "
-                         "**attention sink**: heads with nothing useful to look at park their "
-                         "weight on the first token (Xiao et al., 2023). The generation page "
-                         "measures it head by head.")
-    with controls.expander("What to look for"):
-        st.markdown(
-            "Patterns that repeat: a bright diagonal is a head that attends to the token itself, "
-            "a line just below it attends to the previous token, a bright column is a token that "
-            "collects attention from everyone (often `[SEP]` or `[CLS]`)."
-        )
-    shape = (record.num_layers, record.num_heads)
-    mosaic = all_heads_figure(record, (layer, head))
+
+def draw_mosaic(mosaic, controls, picture, shape) -> None:
     # a column narrower than the figure: keep the tiles (and their H labels) at the top of it
     mosaic.update_yaxes(constrain="domain", constraintoward="top")
     show(mosaic, key="all_mosaic", container=picture,
          on_select=lambda: open_clicked_tile(*shape), selection_mode="points")
-    show(attention_heatmap(record, layer, head), key="all_heatmap")
-    export_buttons(record, layer, head, "all_export")
+
+
+def window_start(label: str, last: int, key: str, default: int, container) -> int:
+    """A window's first position, 0..last, kept valid when the text changes."""
+    value = st.session_state.get(key, default)
+    st.session_state[key] = min(max(value if isinstance(value, int) else default, 0), last)
+    return container.slider(label, 0, last, key=key) if last > 0 else 0
+
+
+st.title("All heads at once")
+given = sidebar_input()
+long = long_inputs.long_count(given.source, given.text, given.pair)
+read_all = long is not None and st.toggle(
+    f"Read all {long.tokens:,} tokens, layer by layer", key="all_long",
+    help=f"The other views keep the first {long.kept} tokens with every map in full. This one "
+         f"streams up to {long.limit:,} tokens: each layer's maps are pooled as they are computed "
+         "and let go, and the head you pick is computed again, exactly, on its own. About a "
+         "minute at 4,096 tokens on this machine, once per text for everyone on the server.")
+if read_all:
+    overview = long_inputs.overview(given.source, given.text, given.pair)
+    streamed = overview.streamed
+    controls, picture = st.columns([1, 3], gap="medium")
+    controls.markdown(f"Every layer and head over all **{streamed.num_tokens:,}** tokens. Each "
+                      "thumbnail shows the largest weight of each block of tokens.")
+    layer = index_slider("Layer", streamed.num_layers, "all_layer", controls)
+    head = index_slider("Head", streamed.num_heads, "all_head", controls)
+    shape = (streamed.num_layers, streamed.num_heads)
+    draw_mosaic(pooled_heads_figure(overview.pooled, streamed.num_tokens, streamed.num_tokens,
+                                    (layer, head)), controls, picture, shape)
+    weights = long_inputs.head(given.source, given.text, given.pair, layer, head)
+    whole, window = st.columns(2, gap="medium")
+    show(pooled_head_figure(weights, layer, head), key="all_long_whole", container=whole)
+    last = max(streamed.num_tokens - WINDOW_TOKENS, 0)
+    query_start = window_start("Window: first query", last, "all_window_query", last, window)
+    key_start = window_start("Window: first key", last, "all_window_key", 0, window)
+    show(window_figure(weights, streamed.tokens, layer, head, query_start, key_start),
+         key="all_long_window", container=window)
+else:
+    record = current_record()
+    if record is not None:
+        controls, picture = st.columns([1, 3], gap="medium")  # the controls beside the mosaic
+        controls.markdown(
+            "Every layer (rows) and every head (columns) of the model, on one colour scale. Click "
+            "a tile (or pick a layer and head) to open it large below, with exact values on hover."
+        )
+        layer = index_slider("Layer", record.num_layers, "all_layer", controls)
+        head = index_slider("Head", record.num_heads, "all_head", controls)
+        if record.num_tokens > 64:
+            controls.caption(f"{record.num_tokens} tokens: each thumbnail shows the largest weight "
+                             "of each block of tokens, so thin patterns stay visible; the enlarged "
+                             "head below is exact.")
+        if "causal" in record.masks:
+            controls.caption("This is a causal decoder: each token sees only itself and earlier "
+                             "tokens, so every map is a triangle. The bright first column is an "
+                             "**attention sink**: heads with nothing useful to look at park their "
+                             "weight on the first token (Xiao et al., 2023). The generation page "
+                             "measures it head by head.")
+        with controls.expander("What to look for"):
+            st.markdown(
+                "Patterns that repeat: a bright diagonal is a head that attends to the token "
+                "itself, a line just below it attends to the previous token, a bright column is a "
+                "token that collects attention from everyone (often `[SEP]` or `[CLS]`)."
+            )
+        shape = (record.num_layers, record.num_heads)
+        draw_mosaic(all_heads_figure(record, (layer, head)), controls, picture, shape)
+        show(attention_heatmap(record, layer, head), key="all_heatmap")
+        export_buttons(record, layer, head, "all_export")

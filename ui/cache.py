@@ -109,6 +109,11 @@ def cached_trace(runner: LoadedSource, text: str, pair: str) -> Trace:
                              lambda: runner.run(text, pair or None))
 
 
+def kept_trace(key: tuple, compute):
+    """A value derived from one input (it reports its own `nbytes`), kept in the trace store."""
+    return _traces().get(key, compute)
+
+
 def record(source: ModelSource, text: str, pair: str) -> AttentionRecord:
     return trace(source, text, pair).record
 

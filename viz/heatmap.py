@@ -62,13 +62,15 @@ def matrix_heatmap(
     row_tokens: tuple[str, ...] | None = None,
     axis_titles: tuple[str, str] = ("query", "key"),
     query_tokens: tuple[str, ...] | None = None,
+    starts: tuple[int, int] = (0, 0),
 ) -> go.Figure:
     """A (Q, K) map with queries down and keys across, exact values on hover.
 
     `tokens` label the columns (keys). For a token map whose queries are other tokens than its
     keys (cross-attention), pass them as `query_tokens`. For a map whose rows are not tokens
     (e.g. layers x heads), pass `row_tokens` and `axis_titles` (rows, columns); the hover then
-    shows the labels as given.
+    shows the labels as given. `starts` (query, key) numbers a window's tokens from their
+    positions in the whole input.
     """
     matrix = np.asarray(matrix)
     count = len(tokens)
@@ -76,8 +78,8 @@ def matrix_heatmap(
     if query_tokens or (row_tokens is None and axis_titles == ("query", "key")):
         # Token maps: each axis is a category axis of distinct "token #position" labels, so the
         # hover names both tokens from T labels per axis instead of T x T per-cell strings.
-        columns = numbered_labels(tokens)
-        row_labels = numbered_labels(rows)
+        columns = numbered_labels(tokens, starts[1])
+        row_labels = numbered_labels(rows, starts[0])
         trace = dict(x=columns, y=row_labels, hovertemplate=HOVER)
         x_categories, y_categories = columns, row_labels
     else:

@@ -61,9 +61,10 @@ def tick_labels(tokens: tuple[str, ...] | list[str]) -> list[str]:
     return [safe_token(t) for t in display_tokens(tokens)]
 
 
-def numbered_labels(tokens: tuple[str, ...] | list[str]) -> list[str]:
-    """"token #position" labels, distinct even when a token repeats."""
-    return [f"{label} #{i}" for i, label in enumerate(tick_labels(tokens))]
+def numbered_labels(tokens: tuple[str, ...] | list[str], start: int = 0) -> list[str]:
+    """"token #position" labels, distinct even when a token repeats; positions count from
+    `start` (a window of a long input keeps its tokens' own positions)."""
+    return [f"{label} #{i}" for i, label in enumerate(tick_labels(tokens), start)]
 
 
 def tick_positions(num_tokens: int, max_labels: int) -> list[int]:

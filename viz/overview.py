@@ -42,7 +42,11 @@ def max_pool(maps: np.ndarray, cells: int) -> np.ndarray:
 
 def mosaic(record: AttentionRecord, cells: int = THUMBNAIL_CELLS) -> np.ndarray:
     """(L * q, H * k) uint8 percents, q and k at most `cells`: layer tiles down, heads across."""
-    pooled = max_pool(record.weights, cells)  # (L, H, q, k)
+    return tiled(max_pool(record.weights, cells))
+
+
+def tiled(pooled: np.ndarray) -> np.ndarray:
+    """(L, H, q, k) pooled maps -> (L * q, H * k) uint8 percents: layer tiles down, heads across."""
     layers, heads, rows, columns = pooled.shape
     tiled = pooled.transpose(0, 2, 1, 3).reshape(layers * rows, heads * columns)  # (L*q, H*k)
     return np.rint(tiled * 100).astype(np.uint8)
@@ -51,8 +55,16 @@ def mosaic(record: AttentionRecord, cells: int = THUMBNAIL_CELLS) -> np.ndarray:
 def all_heads_figure(record: AttentionRecord, selected: tuple[int, int] | None = None,
                      cells: int = THUMBNAIL_CELLS) -> go.Figure:
     """One mosaic of every head, outlined, on one colour scale; `selected` is outlined in red."""
-    z = mosaic(record, cells)
-    layers, heads = record.num_layers, record.num_heads
+    return pooled_heads_figure(max_pool(record.weights, cells), record.num_tokens,
+                               record.num_keys, selected)
+
+
+def pooled_heads_figure(pooled: np.ndarray, num_tokens: int, num_keys: int,
+                        selected: tuple[int, int] | None = None) -> go.Figure:
+    """The all-heads mosaic from already pooled maps (L, H, q, k) of an input with `num_tokens`
+    queries and `num_keys` keys (a long input's maps are pooled layer by layer as they stream)."""
+    z = tiled(pooled)
+    layers, heads = pooled.shape[:2]
     side, width = z.shape[0] // layers, z.shape[1] // heads  # one tile: rows x columns
     figure = go.Figure(go.Heatmap(
         z=z, colorscale=style.COLORSCALE, zmin=0, zmax=100,
@@ -82,7 +94,7 @@ def all_heads_figure(record: AttentionRecord, selected: tuple[int, int] | None =
         hovertemplate="Layer %{customdata[0]} · Head %{customdata[1]}<br>click to open it below"
                       "<extra></extra>",
     ))
-    pooled = side < record.num_tokens or width < record.num_keys
+    pooled = side < num_tokens or width < num_keys
     tile_px = style.OVERVIEW_TILE_PX
     figure.update_layout(
         shapes=shapes, font=style.FONT, plot_bgcolor="white", clickmode="event+select",

@@ -1,0 +1,108 @@
+"""Long inputs: attention streamed layer by layer, and any layer's exact maps on demand.
+
+A full record holds L x H x T x T floats: SmolLM2 (30 layers x 9 heads) at 4,096 tokens would
+hold 18 GB. Here one forward hands each layer's (H, T, T) maps to a reducer as soon as the layer
+has computed them and lets them go, so a long input keeps what is linear in its length (tokens,
+ids) plus whatever small reductions the views ask for (pooled thumbnails, per-head numbers).
+A layer's exact maps come back on demand from a forward that stops right after that layer: the
+same eager arithmetic as the full pass (the capture calls the model's own attention function),
+so they are the model's numbers bit for bit, for the price of the layers up to it.
+
+Dimensions: L layers, H heads, T tokens, Q/K query/key positions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+import numpy as np
+import torch
+
+from models.capture import LayerCapture, run_streamed
+from models.limits import LONG_TOKENS
+from models.tokenize import EncodedText
+
+Summary = TypeVar("Summary")
+
+
+@dataclass(frozen=True)
+class Streamed(Generic[Summary]):
+    """One long input's tokens and one reduction per layer, from one streamed forward."""
+
+    encoded: EncodedText
+    causal: bool
+    num_heads: int
+    summaries: tuple[Summary, ...]  # one per layer
+
+    @property
+    def tokens(self) -> tuple[str, ...]:
+        return self.encoded.tokens
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.summaries)
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.encoded.tokens)
+
+
+def long_limit(loaded) -> int:
+    """How many tokens a long input may have on this model: its own position limit, at most
+    LONG_TOKENS (the from-scratch encoder and encoders keep their own, smaller limit)."""
+    own = getattr(loaded.config, "max_position_embeddings", None) or \
+        getattr(loaded.config, "max_positions", None) or \
+        getattr(loaded.config, "n_positions", None) or LONG_TOKENS
+    return int(min(own, LONG_TOKENS))
+
+
+def prepare(loaded, text: str, pair: str | None = None) -> tuple[EncodedText, dict]:
+    """The text's tokens and the model's inputs, cut to `long_limit` instead of the full-record
+    limit."""
+    return loaded.encode(text, pair, long_limit(loaded))
+
+
+def stream(loaded, text: str, pair: str | None,
+           reduce: Callable[[int, np.ndarray], Summary]) -> Streamed[Summary]:
+    """One forward; `reduce(layer, maps)` sees each layer's (H, Q, K) float32 maps (read-only, only
+    valid during the call) and what it returns is all that is kept."""
+    encoded, inputs = prepare(loaded, text, pair)
+    summaries: list[Summary] = []
+    heads = []
+
+    def sink(index: int, captured: LayerCapture) -> None:
+        maps = _item_zero(captured.weights)
+        maps.setflags(write=False)
+        heads.append(maps.shape[0])
+        summaries.append(reduce(index, maps))
+
+    run_streamed(loaded.model, inputs, sink)
+    return Streamed(encoded=encoded, causal=loaded.causal, num_heads=heads[0],
+                    summaries=tuple(summaries))
+
+
+def exact_layer(loaded, encoded: EncodedText, layer: int, fast: bool = False) -> np.ndarray:
+    """(H, Q, K) float32: layer `layer`'s maps for an input from `prepare`, from a forward that
+    stops after that layer. The earlier layers run the model's eager attention (so the maps are
+    bit for bit the full forward's), or with `fast` its fused attention (several times faster on
+    long inputs; the maps then differ from the full forward's by float rounding)."""
+    inputs = loaded.model_inputs(encoded)
+    kept: dict[int, np.ndarray] = {}
+
+    def sink(index: int, captured: LayerCapture) -> None:
+        if index == layer:
+            kept[index] = _item_zero(captured.weights)
+
+    count = run_streamed(loaded.model, inputs, sink, stop_after=layer,
+                         fast_until=layer if fast else 0)
+    if layer not in kept:
+        raise ValueError(f"layer {layer} does not exist: the model has {count} layers")
+    return kept[layer]
+
+
+def _item_zero(batch: torch.Tensor) -> np.ndarray:
+    """Batch item 0 as float32 numpy, sharing the tensor's memory where it can."""
+    item = batch[0]
+    return (item if item.dtype == torch.float32 else item.float()).numpy()

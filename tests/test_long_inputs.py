@@ -1,0 +1,113 @@
+"""Long inputs: each layer's maps streamed and reduced as the forward computes them, any layer's
+exact maps on demand, and the all-heads page over more tokens than a full trace keeps."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from models.decoder import DEFAULT_DECODER
+from models.pretrained import DEFAULT_MODEL
+from models.source import Kind, ModelSource
+from models.streaming import exact_layer, long_limit, prepare, stream
+from tests.app_support import array, figures, run_page, texts
+from tests.tiny_models import tiny_gpt2
+from viz.overview import max_pool
+from viz.statistics import head_statistics
+
+WORDS = ("time flies like an arrow fruit flies like a banana " * 500).split()
+
+
+def text_of(count: int) -> str:
+    return " ".join(WORDS[:count])
+
+
+@pytest.fixture(scope="module")
+def decoder_runner(smollm2_model):
+    return ModelSource(Kind.DECODER, DEFAULT_DECODER).load(decoder=lambda name: smollm2_model)
+
+
+@pytest.fixture(scope="module")
+def encoder_runner(default_model):
+    return ModelSource(Kind.ENCODER, DEFAULT_MODEL).load(pretrained=lambda name: default_model)
+
+
+@pytest.fixture(scope="module")
+def gpt2_runner(tmp_path_factory, default_model):
+    loaded = tiny_gpt2(tmp_path_factory.mktemp("gpt2"), default_model)
+    return ModelSource(Kind.DECODER, "tiny-gpt2").load(decoder=lambda name: loaded)
+
+
+def full_attentions(runner, encoded) -> list[np.ndarray]:
+    inputs = runner.model_inputs(encoded)
+    extra = {"use_cache": False} if runner.causal else {}
+    with torch.inference_mode():
+        output = runner.model(**inputs, output_attentions=True, **extra)
+    return [layer[0].numpy() for layer in output.attentions]
+
+
+@pytest.mark.parametrize("which", ["encoder_runner", "decoder_runner", "gpt2_runner"])
+def test_a_layer_on_demand_is_the_full_forwards_layer(which, request):
+    runner = request.getfixturevalue(which)
+    encoded, _ = prepare(runner, text_of(40), None)
+    expected = full_attentions(runner, encoded)
+    for layer in sorted({0, len(expected) // 2, len(expected) - 1}):
+        np.testing.assert_allclose(exact_layer(runner, encoded, layer), expected[layer],
+                                   rtol=0, atol=1e-6)
+        # fused attention before the layer: the same maps up to float rounding
+        np.testing.assert_allclose(exact_layer(runner, encoded, layer, fast=True),
+                                   expected[layer], rtol=0, atol=1e-5)
+    with pytest.raises(ValueError, match="does not exist"):
+        exact_layer(runner, encoded, len(expected))
+
+
+def test_streamed_reductions_equal_those_of_the_full_maps(decoder_runner):
+    text = text_of(300)
+    full = decoder_runner.run(text).record
+    seen = []
+
+    def reduce(layer, maps):
+        seen.append(layer)
+        with pytest.raises(ValueError):
+            maps[0, 0, 0] = 1.0  # the maps are lent read-only
+        return max_pool(maps, 64).copy(), maps[:, :, 0].mean(axis=-1)
+
+    streamed = stream(decoder_runner, text, None, reduce)
+    assert seen == list(range(full.num_layers))
+    assert streamed.tokens == full.tokens and streamed.num_heads == full.num_heads
+    pooled = np.stack([summary[0] for summary in streamed.summaries])
+    np.testing.assert_allclose(pooled, max_pool(full.weights, 64), rtol=0, atol=1e-6)
+    first_share = np.stack([summary[1] for summary in streamed.summaries])  # (L, H)
+    table = head_statistics(full)
+    np.testing.assert_allclose(first_share.ravel(), table["first"].to_numpy(), atol=1e-5)
+
+
+def test_the_long_limit_is_the_models_own_up_to_4096(decoder_runner, encoder_runner, gpt2_runner):
+    assert long_limit(decoder_runner) == 4096 > decoder_runner.max_tokens  # SmolLM2 reads 8,192
+    assert long_limit(encoder_runner) == 512  # MiniLM's own positions
+    assert long_limit(gpt2_runner) == 64
+    encoded, _ = prepare(decoder_runner, text_of(4500), None)
+    assert len(encoded.tokens) == 4096 and encoded.dropped_tokens > 0
+
+
+def test_the_all_heads_page_reads_a_long_decoder_input_whole(decoder_runner):
+    text = text_of(420)
+    count = len(prepare(decoder_runner, text, None)[0].tokens)
+    assert count > decoder_runner.max_tokens
+    at = run_page("all_heads", text=text, state={"sb_kind": "decoder"})
+    toggle = at.toggle(key="all_long")
+    assert f"Read all {count:,} tokens" in toggle.label
+    assert "were dropped" in texts(at)  # without the toggle: the full trace's first tokens
+    at = run_page("all_heads", text=text, state={"sb_kind": "decoder", "all_long": True,
+                                                 "all_layer": 29, "all_head": 8,
+                                                 "all_window_query": 100, "all_window_key": 40})
+    mosaic, whole, window = figures(at)
+    assert mosaic["layout"]["title"]["text"].startswith("All 30 layers × 9 heads")
+    assert array(mosaic["data"][0]["z"]).shape == (30 * 64, 9 * 64)
+    assert f"all {count} tokens" in whole["layout"]["title"]["text"]
+    encoded, _ = prepare(decoder_runner, text, None)
+    exact = full_attentions(decoder_runner, encoded)[29][8]
+    np.testing.assert_allclose(array(window["data"][0]["z"]), exact[100:164, 40:104], atol=1e-5)
+    assert array(whole["data"][0]["z"]).shape == (256, 256)
+    np.testing.assert_allclose(array(whole["data"][0]["z"]).max(), exact.max(), atol=1e-5)
