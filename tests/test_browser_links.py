@@ -1,6 +1,6 @@
 """The real thing for links: a deep link opened in a fresh browser shows that exact view, the
-URL follows the controls, browser back and forward restore the previous view, and the sidebar
-offers the full link."""
+URL follows the controls (even when they move faster than the connection answers), browser back
+and forward restore the previous view, and the sidebar offers the full link."""
 
 from __future__ import annotations
 
@@ -13,7 +13,35 @@ from tests.browser import guard_requests, wait_idle
 
 TEXT = "Mario is short, but he can jump super high."
 DEEP_LINK = f"/attention_maps?text={quote(TEXT)}&layer=5&head=5"
+DEFAULT_PAGE_LINK = f"/?text={quote(TEXT)}&layer=5&head=5"  # the form the app itself writes
 TITLE = ".js-plotly-plot .gtitle"
+# A slow connection: every message from the server reaches the page `window.__socketDelayMs`
+# later, in order, so the browser sends its next rerun before it has the query the last run wrote.
+SLOW_SOCKET = """
+(() => {
+  const Native = window.WebSocket;
+  window.__socketDelayMs = 0;
+  const later = (socket, handler) => event =>
+    setTimeout(() => handler.call(socket, event), window.__socketDelayMs);
+  class SlowSocket extends Native {
+    constructor(...args) { super(...args); this.__wrapped = new Map(); }
+    addEventListener(type, handler, options) {
+      if (type !== "message" || typeof handler !== "function") {
+        return super.addEventListener(type, handler, options);
+      }
+      const wrapped = later(this, handler);
+      this.__wrapped.set(handler, wrapped);
+      return super.addEventListener(type, wrapped, options);
+    }
+    removeEventListener(type, handler, options) {
+      return super.removeEventListener(type, this.__wrapped.get(handler) || handler, options);
+    }
+    set onmessage(handler) { super.onmessage = handler ? later(this, handler) : null; }
+    get onmessage() { return super.onmessage; }
+  }
+  window.WebSocket = SlowSocket;
+})();
+"""
 
 
 @pytest.fixture
@@ -102,4 +130,45 @@ def test_a_link_with_a_layer_the_model_lacks_falls_back_with_a_note(app_url, pag
     assert heatmap.text_content() == "Layer 5 · Head 3"
     page.wait_for_function("() => new URLSearchParams(location.search).get('layer') === '5'",
                            timeout=30_000)
+    assert_clean(page)
+
+
+def test_quick_slider_moves_all_land_even_when_the_connection_lags(app_url, page):
+    """Each key press reruns the page before the browser has received the link the previous run
+    wrote: the rerun carries an older query, which must not be read as a link to go back to."""
+    page.add_init_script(SLOW_SOCKET)
+    page.goto(app_url + DEFAULT_PAGE_LINK)
+    page.get_by_role("heading", name="Attention maps").first.wait_for(timeout=90_000)
+    wait_idle(page)
+    heatmap_title(page, "Layer 5 · Head 5")
+    page.wait_for_function("() => new URLSearchParams(location.search).get('head') === '5'",
+                           timeout=30_000)
+    page.evaluate("() => { window.__socketDelayMs = 2500; }")
+    slider = page.get_by_role("slider").nth(1)
+    slider.focus()
+    for _ in range(3):
+        slider.press("ArrowLeft")
+        page.wait_for_timeout(700)  # long enough for the server to finish that run
+    page.wait_for_function(  # every delayed message has arrived and the map shows the last head
+        "() => new URLSearchParams(location.search).get('head') === '2' && document"
+        ".querySelector('.js-plotly-plot .gtitle')?.textContent === 'Layer 5 · Head 2'",
+        timeout=60_000)
+    page.wait_for_timeout(3_000)  # nothing arriving later moves it back
+    wait_idle(page)
+    assert page.get_by_role("slider").nth(1).input_value() == "2"
+    assert_query(page.url, {"text": TEXT, "layer": "5", "head": "2"})
+    heatmap_title(page, "Layer 5 · Head 2")
+
+    # there and back: the second run is given the query it shows (head=2), but the browser is
+    # still to receive head=3 from the first, so the second run writes head=2 all the same
+    slider.press("ArrowRight")
+    page.wait_for_timeout(700)
+    slider.press("ArrowLeft")
+    page.wait_for_function("() => new URLSearchParams(location.search).get('head') === '3'",
+                           timeout=30_000)
+    page.wait_for_timeout(5_000)  # every delayed message has arrived
+    wait_idle(page)
+    assert page.get_by_role("slider").nth(1).input_value() == "2"
+    assert_query(page.url, {"text": TEXT, "layer": "5", "head": "2"})
+    heatmap_title(page, "Layer 5 · Head 2")
     assert_clean(page)

@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 from models.pretrained import DEFAULT_MODEL
 from models.source import Kind
 from tests.app_support import APP, TIMEOUT_S, assert_no_failure, texts
-from ui.links import SHARED, link_text, page_controls, read_value
+from ui.link_codec import SHARED, link_text, page_controls, read_value
 from ui.state import DEFAULT_TEXT, LOAD_MESSAGE, LOADED_NAMES, MODEL_NAME
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,7 +72,9 @@ KNOWN_PREFIXES = {
     "head_statistics": "stats", "rollout": "rollout", "compare": "compare",
     "causal_masks": "masks", "adaptive_span": "span", "scaling": "scaling",
     "positions": "positions", "bertviz_views": "bertviz", "predictions": "pred",
-    "generation": "gen",
+    "generation": "gen", "cross_attention": "xattn", "head_detectors": "detectors",
+    "encoder_layer": "encoder_layer", "lessons": "lessons", "head_finder": "finder",
+    "ablation": "ablation", "fine_tuning": "fine_tuning",
 }
 
 
@@ -136,8 +138,24 @@ def test_the_deep_link_of_the_issue_opens_that_layer_head_and_sentence():
     assert "not available" not in texts(at)
 
 
-# page, link, {widget label: value shown}, (label of a widget to change, new value), written
+# page, link, {widget label: value shown}, (label of a widget to change, new value), written.
+# Every page of the menu (a test below checks it); slow pages get controls that start no long
+# work: fine_tuning is given epochs no other test trains, so it stops before training.
 PAGES = [
+    ("attention_maps", {"layer": "5", "head": "5"}, {"Layer": 5, "Head": 5}, ("Head", 2),
+     {"layer": "5", "head": "2"}),
+    ("predictions", {"model": "decoder", "position": "4"}, {"Position": 4}, ("Position", 6),
+     {"position": "6", "model": "decoder"}),
+    ("head_finder", {"query": "he", "keys": "Mario"},
+     {"Query token": "he", "Key tokens (separate several with commas)": "Mario"},
+     ("Key tokens (separate several with commas)", "Mario, short"),
+     {"query": "he", "keys": "Mario, short"}),
+    ("ablation", {"model": "decoder", "mode": "mean", "ko_query": "3", "target": " high"},
+     {"Ablation": "mean", "Query token": 3, "Next token to follow": " high"},
+     ("Query token", 5), {"ko_query": "5", "mode": "mean", "target": " high"}),
+    ("fine_tuning", {"data": "shipped", "epochs": "7"},
+     {"Labelled sentences": "shipped", "Epochs (passes over the training sentences)": 7},
+     ("Epochs (passes over the training sentences)", 6), {"epochs": "6", "data": "shipped"}),
     ("all_heads", {"layer": "2", "head": "7"}, {"Layer": 2, "Head": 7},
      ("Head", 3), {"layer": "2", "head": "3"}),
     ("row_arithmetic", {"layer": "1", "head": "4", "query": "3"},
@@ -177,6 +195,11 @@ PAGES = [
     ("lessons", {"lesson": "masks", "step": "2"}, {"Step": 2}, ("Step", 1),
      {"lesson": "masks", "step": "1"}),
 ]
+
+
+def test_the_round_trip_covers_every_page_in_the_menu():
+    assert sorted(page for page, *_ in PAGES) == sorted(Path(path).stem
+                                                       for path in navigation_pages())
 
 
 def shown_widgets(at: AppTest) -> dict:
@@ -251,6 +274,35 @@ def test_back_and_forward_reopen_earlier_queries_of_the_same_session():
     rerun(at)
     assert at.slider[1].value == 2 and at.query_params == later
     assert_link(at, "attention_maps", {"text": TEXT, "layer": "5", "head": "2"})
+
+
+def test_a_rerun_carrying_an_older_query_of_this_session_keeps_the_moved_control():
+    """Two quick slider moves: the second rerun leaves the browser before the query the first
+    one wrote has arrived, so it carries the query from before both moves."""
+    at = open_link(None, {"text": TEXT, "layer": "5", "head": "5"})
+    before = dict(at.query_params)
+    at.slider[1].set_value(4)
+    rerun(at)
+    assert at.query_params["head"] == "4"
+    at.query_params.clear()
+    at.query_params.update(before)  # the browser has not yet received head=4
+    at.slider[1].set_value(3)
+    rerun(at)
+    assert at.slider[1].value == 3 and at.query_params["head"] == "3"
+    assert "not available" not in texts(at)
+    at.query_params.clear()
+    at.query_params.update(before)  # back to the first query, the slider untouched: a link
+    rerun(at)
+    assert at.slider[1].value == 5 and at.query_params["head"] == "5"
+
+
+def test_a_link_is_read_once_even_when_its_page_stops_before_writing_it():
+    at = open_link("head_finder", {"text": TEXT, "query": "he"})  # no keys: the page stops
+    assert by_label(at.text_input, "Query token").value == "he"
+    by_label(at.text_input, "Query token").set_value("jump")
+    rerun(at)
+    assert by_label(at.text_input, "Query token").value == "jump"
+    assert at.query_params["query"] == "jump"
 
 
 def test_a_whole_link_resets_what_it_leaves_out_and_a_partial_one_changes_only_what_it_names():

@@ -75,7 +75,7 @@ def long_count(source: ModelSource, text: str, pair: str) -> LongCount | None:
     return LongCount(count, limit, runner.max_tokens) if count > runner.max_tokens else None
 
 
-def _serialised(work):
+def one_at_a_time(work):
     """Run `work` when no other long forward is running on the server."""
     if not _ONE_AT_A_TIME.acquire(blocking=False):
         with st.spinner("Another long input is being read on this server; yours starts when it "
@@ -104,7 +104,7 @@ def overview(source: ModelSource, text: str, pair: str) -> LongOverview:
             return max_pool(maps, THUMBNAIL_CELLS).copy()  # (H, q, k), not a view of the maps
 
         try:
-            streamed = _serialised(lambda: stream(runner, text, pair or None, reduce))
+            streamed = one_at_a_time(lambda: stream(runner, text, pair or None, reduce))
         finally:
             bar.empty()
         return LongOverview(streamed, np.stack(streamed.summaries))
@@ -121,7 +121,7 @@ def head(source: ModelSource, text: str, pair: str, layer: int, head_index: int)
     def compute() -> LongHead:
         encoded, _ = prepare(runner, text, pair or None)
         with st.spinner(f"Computing layer {layer} on the whole input…"):
-            maps = _serialised(lambda: exact_layer(runner, encoded, layer, fast=True))
+            maps = one_at_a_time(lambda: exact_layer(runner, encoded, layer, fast=True))
         return LongHead(maps[head_index].copy())  # the head alone: the layer's maps can go
 
     return cache.kept_trace(key, compute).weights
