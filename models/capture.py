@@ -90,6 +90,7 @@ class _Capture:
     sink: Callable[[int, LayerCapture], None] | None = None
     stop_after: int | None = None
     fast_until: int = 0  # layers before this one run fused attention, uncaptured (no weights)
+    group_of: int | None = None  # compute only this query head's key/value group (see run_streamed)
     count: int = 0  # layers seen so far: the index of the next one
 
 
@@ -196,6 +197,11 @@ def capturing_attention(module, query, key, value, attention_mask, scaling=None,
         capture.count += 1
         return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling,
                                       dropout=dropout, **kwargs)
+    if capture.group_of is not None:  # the heads that share the asked head's keys and values
+        group = query.size(1) // key.size(1)
+        shared = capture.group_of // group
+        query = query[:, shared * group:(shared + 1) * group]
+        key, value = key[:, shared:shared + 1], value[:, shared:shared + 1]
     blocked = blocked_edges(capture.count)
     if blocked is not None:
         attention_mask = _knockout_mask(attention_mask, blocked, query.dtype)
@@ -232,11 +238,13 @@ def install(model: nn.Module) -> nn.Module:
 @contextmanager
 def capturing(intervention: Intervention | None = None,
               sink: Callable[[int, LayerCapture], None] | None = None,
-              stop_after: int | None = None, fast_until: int = 0):
+              stop_after: int | None = None, fast_until: int = 0,
+              group_of: int | None = None):
     """Capture the attention layers run in this thread inside the block."""
     if active() is not None:
         raise RuntimeError("a capture is already running in this thread")
-    capture = _Capture(intervention, sink=sink, stop_after=stop_after, fast_until=fast_until)
+    capture = _Capture(intervention, sink=sink, stop_after=stop_after, fast_until=fast_until,
+                       group_of=group_of)
     _active.capture = capture
     try:
         yield capture
@@ -265,16 +273,20 @@ def run_captured(model: nn.Module, inputs: dict[str, torch.Tensor],
 
 def run_streamed(model: nn.Module, inputs: dict[str, torch.Tensor],
                  sink: Callable[[int, LayerCapture], None], stop_after: int | None = None,
-                 fast_until: int = 0) -> int:
+                 fast_until: int = 0, group_of: int | None = None) -> int:
     """One forward of `model` on `inputs` with every attention layer handed to `sink(index,
     layer)` as it is computed and then let go, so at most one layer's maps are alive at a time.
     With `stop_after`, the forward ends once that layer is captured (the model's head never
     runs). Layers before `fast_until` run the fused (SDPA) attention of transformers and are
     not captured: their weights never exist, which is what makes one late layer on demand cheap
-    (their outputs differ from eager attention's by float rounding). Returns how many layers ran."""
+    (their outputs differ from eager attention's by float rounding). With `group_of`, a captured
+    layer computes only the query heads that share head `group_of`'s keys and values (one head
+    without grouped-query attention): for a forward that stops after that layer, the cheapest
+    exact way to one head's map. Returns how many layers ran."""
     from models.encoder import Encoder  # the from-scratch encoder reports to the same capture
 
-    with capturing(sink=sink, stop_after=stop_after, fast_until=fast_until) as capture, torch.inference_mode():
+    with capturing(sink=sink, stop_after=stop_after, fast_until=fast_until,
+                   group_of=group_of) as capture, torch.inference_mode():
         try:
             if isinstance(model, Encoder):
                 model(inputs["input_ids"], inputs.get("token_type_ids"),

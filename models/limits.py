@@ -43,3 +43,6 @@ SAFETENSORS_HEADER_BYTES = 16 * MIB
 # Long inputs (models/streaming.py): a long input keeps per-layer reductions, never its full maps,
 # so a decoder reads up to this many tokens (or its own position limit, when smaller).
 LONG_TOKENS = 4096
+# Each long input's per-layer inputs are kept on disk (SmolLM2 at 4,096 tokens: 283 MB) so any
+# head can be computed again exactly in a fraction of a second; at most this much disk in all.
+LONG_INPUT_DISK_BYTES = 2 * GIB

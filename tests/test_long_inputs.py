@@ -10,7 +10,7 @@ import torch
 from models.decoder import DEFAULT_DECODER
 from models.pretrained import DEFAULT_MODEL
 from models.source import Kind, ModelSource
-from models.streaming import exact_layer, long_limit, prepare, stream
+from models.streaming import exact_head, exact_layer, long_limit, prepare, stream
 from tests.app_support import array, figures, run_page, texts
 from tests.tiny_models import tiny_gpt2
 from viz.overview import max_pool
@@ -60,6 +60,25 @@ def test_a_layer_on_demand_is_the_full_forwards_layer(which, request):
                                    expected[layer], rtol=0, atol=1e-5)
     with pytest.raises(ValueError, match="does not exist"):
         exact_layer(runner, encoded, len(expected))
+
+
+@pytest.mark.parametrize("which", ["encoder_runner", "decoder_runner", "gpt2_runner"])
+def test_one_head_from_its_layers_kept_input_is_the_full_forwards_head(which, request, tmp_path):
+    runner = request.getfixturevalue(which)
+    streamed = stream(runner, text_of(40), None, lambda layer, maps: None, keep_inputs=tmp_path)
+    kept = streamed.layer_inputs
+    expected = full_attentions(runner, streamed.encoded)
+    assert all(kept.has(layer) for layer in range(len(expected)))
+    assert kept.disk_bytes >= len(expected) * streamed.num_tokens * runner.config.hidden_size * 4
+    for layer in sorted({0, len(expected) // 2, len(expected) - 1}):
+        for head in sorted({0, streamed.num_heads - 1}):
+            np.testing.assert_allclose(exact_head(runner, streamed.encoded, layer, head, kept),
+                                       expected[layer][head], rtol=0, atol=1e-6)
+    # the layers skipped for it are whole again afterwards
+    np.testing.assert_array_equal(exact_layer(runner, streamed.encoded, len(expected) - 1),
+                                  expected[-1])
+    kept.delete()
+    assert not tmp_path.exists()
 
 
 def test_streamed_reductions_equal_those_of_the_full_maps(decoder_runner):

@@ -2,27 +2,54 @@
 
 A decoder's full trace is capped (models/limits.py) because it holds every layer's T x T maps.
 A long input (up to models.limits.LONG_TOKENS) is read by one streamed forward that keeps only
-each layer's max-pooled thumbnails (models/streaming.py), and one head's exact map is computed
-on demand by a forward that stops after its layer. Both are kept in the server's byte-bounded
+each layer's max-pooled thumbnails in memory (models/streaming.py) and each layer's input on
+disk; one head's exact map is computed on demand from its layer's input. Both are kept in the server's byte-bounded
 trace store; one long forward runs at a time on the server (each holds one layer's maps, about
 600 MB at 4,096 tokens on SmolLM2, while it runs).
 """
 
 from __future__ import annotations
 
+import atexit
+import shutil
+import tempfile
 import threading
+import uuid
+import weakref
+from collections import OrderedDict
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import streamlit as st
 
 from models.errors import ModelLoadError
 from models.source import ModelSource
-from models.streaming import Streamed, exact_layer, long_limit, prepare, stream
+from models.limits import LONG_INPUT_DISK_BYTES
+from models.streaming import (LayerInputs, Streamed, exact_head, exact_layer, long_limit,
+                              prepare, stream)
 from ui import cache
 from viz.overview import THUMBNAIL_CELLS, max_pool
 
 _ONE_AT_A_TIME = threading.Lock()
+# Each long input's per-layer inputs live in files under one folder per server process, removed
+# when the process ends; at most LONG_INPUT_DISK_BYTES of them, the least recently streamed
+# deleted first (their heads are then computed the slower way, from the start of the model).
+_SPILL_ROOT = Path(tempfile.mkdtemp(prefix="attention-explorer-long-"))
+atexit.register(shutil.rmtree, _SPILL_ROOT, True)
+_SPILLS: OrderedDict[str, LayerInputs] = OrderedDict()
+_SPILLS_LOCK = threading.Lock()
+
+
+def _keep_on_disk(kept: LayerInputs) -> None:
+    """Count a new input's files and delete the oldest inputs' files beyond the disk budget."""
+    with _SPILLS_LOCK:
+        _SPILLS[kept.folder.name] = kept
+        sizes = {name: spill.disk_bytes for name, spill in _SPILLS.items()}
+        while sum(sizes.values()) > LONG_INPUT_DISK_BYTES and len(_SPILLS) > 1:
+            name, oldest = _SPILLS.popitem(last=False)
+            oldest.delete()
+            sizes.pop(name)
 
 
 @dataclass(frozen=True)
@@ -87,6 +114,12 @@ def one_at_a_time(work):
         _ONE_AT_A_TIME.release()
 
 
+def _forget(kept: LayerInputs) -> None:
+    with _SPILLS_LOCK:
+        _SPILLS.pop(kept.folder.name, None)
+    kept.delete()
+
+
 def overview(source: ModelSource, text: str, pair: str) -> LongOverview:
     """Every head's thumbnail for a long input, streamed once per server with a progress bar."""
     runner = cache.loaded(source)
@@ -103,11 +136,19 @@ def overview(source: ModelSource, text: str, pair: str) -> LongOverview:
                              text=f"Reading the long input: layer {index + 1} of {layers}…")
             return max_pool(maps, THUMBNAIL_CELLS).copy()  # (H, q, k), not a view of the maps
 
+        folder = _SPILL_ROOT / uuid.uuid4().hex
         try:
-            streamed = one_at_a_time(lambda: stream(runner, text, pair or None, reduce))
+            streamed = one_at_a_time(lambda: stream(runner, text, pair or None, reduce,
+                                                    keep_inputs=folder))
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
         finally:
             bar.empty()
-        return LongOverview(streamed, np.stack(streamed.summaries))
+        result = LongOverview(streamed, np.stack(streamed.summaries))
+        _keep_on_disk(streamed.layer_inputs)
+        weakref.finalize(result, _forget, streamed.layer_inputs)  # dropped from memory: files go
+        return result
 
     return cache.kept_trace(key, compute)
 
@@ -119,9 +160,12 @@ def head(source: ModelSource, text: str, pair: str, layer: int, head_index: int)
     key = ("long-head", source, runner.label, text, pair, layer, head_index)
 
     def compute() -> LongHead:
-        encoded, _ = prepare(runner, text, pair or None)
+        streamed = overview(source, text, pair).streamed
+        kept = streamed.layer_inputs
+        if kept is not None and kept.has(layer):  # from the layer's own input: a fraction of a second
+            return LongHead(exact_head(runner, streamed.encoded, layer, head_index, kept))
         with st.spinner(f"Computing layer {layer} on the whole input…"):
-            maps = one_at_a_time(lambda: exact_layer(runner, encoded, layer, fast=True))
+            maps = one_at_a_time(lambda: exact_layer(runner, streamed.encoded, layer, fast=True))
         return LongHead(maps[head_index].copy())  # the head alone: the layer's maps can go
 
     return cache.kept_trace(key, compute).weights
