@@ -218,7 +218,7 @@ class LinkedView:
         one written or read hold it already (the given one alone may be stale)."""
         params = self.params(drawn)
         state = st.session_state
-        if params != st.query_params.to_dict():  # TEMP
+        if params != st.query_params.to_dict() or params != state.get(WRITTEN):
             st.query_params.from_dict(params)
         state[WRITTEN] = self.written = params
 
