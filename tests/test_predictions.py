@@ -127,6 +127,20 @@ def test_rank_of_the_actual_token(smollm2):
     assert last.loss_nats < 0.5  # the model gives " Paris" about 0.77
 
 
+def test_the_position_table_has_one_type_per_column(smollm2):
+    """Ranks in and outside the kept candidates side by side still make one Arrow column."""
+    import pyarrow
+
+    from viz.predictions import position_table
+
+    logits, ids = forward(smollm2.model, smollm2.tokenizer, "The capital of France is Paris zebra")
+    result = per_position(logits, ids, smollm2.tokenizer, k=3)
+    table = position_table(result, tuple(smollm2.tokenizer.convert_ids_to_tokens(ids.tolist())))
+    ranks = table["rank"].tolist()
+    assert "1" in ranks and "> 3" in ranks
+    pyarrow.Table.from_pandas(table)  # what st.dataframe does; mixed int/str columns raise here
+
+
 def test_tiny_gpt2_next_token_is_its_softmax(tiny_gpt2):
     logits, _ = forward(tiny_gpt2.model, tiny_gpt2.tokenizer, SENTENCES[0])
     result = next_token(logits[-1], tiny_gpt2.tokenizer, k=7)

@@ -35,7 +35,8 @@ def position_table(per_position: PerPosition, tokens: tuple[str, ...]) -> pd.Dat
             "came next": visible_text(p.actual.text),
             "probability": p.actual.probability,
             "loss (bits)": p.loss_bits,
-            "rank": p.rank if p.rank is not None else f"> {len(p.candidates)}",
+            # one type per column (Arrow): "3", or "> 10" outside the candidates kept
+            "rank": str(p.rank) if p.rank is not None else f"> {len(p.candidates)}",
             "model's first choice": visible_text(p.candidates[0].text),
         })
     return pd.DataFrame(rows)
