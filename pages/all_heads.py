@@ -2,7 +2,7 @@ import streamlit as st
 
 from ui import long_inputs
 from ui.charts import show
-from ui.downloads import export_buttons
+from ui.downloads import export_buttons, long_export_buttons
 from ui.routing import through_app
 from ui.state import current_record, index_slider, sidebar_input
 from viz.heatmap import attention_heatmap
@@ -64,6 +64,8 @@ if read_all:
     key_start = window_start("Window: first key", last, "all_window_key", 0, window)
     show(window_figure(weights, streamed.tokens, layer, head, query_start, key_start),
          key="all_long_window", container=window)
+    long_export_buttons(weights, overview.pooled, streamed.tokens,
+                        long_inputs.label(given.source), layer, head, "all_long_export")
 else:
     record = current_record()
     if record is not None:

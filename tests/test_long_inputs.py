@@ -130,3 +130,24 @@ def test_the_all_heads_page_reads_a_long_decoder_input_whole(decoder_runner):
     np.testing.assert_allclose(array(window["data"][0]["z"]), exact[100:164, 40:104], atol=1e-5)
     assert array(whole["data"][0]["z"]).shape == (256, 256)
     np.testing.assert_allclose(array(whole["data"][0]["z"]).max(), exact.max(), atol=1e-5)
+    labels = [button.proto.label for button in at.get("download_button")]
+    assert labels == ["This head as NPZ (exact)", "Every head's thumbnail as NPZ"]
+
+
+def test_a_long_inputs_head_and_thumbnails_download_as_npz_without_pickles():
+    import io
+    import json
+
+    from viz.export import head_npz, thumbnails_npz
+
+    weights = np.tril(np.ones((5, 5), np.float32))
+    weights /= weights.sum(axis=-1, keepdims=True)
+    tokens = ("a", "b", "c", "d", "e")
+    with np.load(io.BytesIO(head_npz(weights, tokens, "SmolLM2", 3, 4)), allow_pickle=False) as f:
+        np.testing.assert_array_equal(f["weights"], weights)
+        assert tuple(f["tokens"]) == tokens
+        assert json.loads(str(f["metadata"]))["layer"] == 3
+    pooled = np.zeros((2, 3, 4, 4), np.float32)
+    with np.load(io.BytesIO(thumbnails_npz(pooled, tokens, "SmolLM2")), allow_pickle=False) as f:
+        assert f["weights"].shape == (2, 3, 4, 4)
+        assert "max-pooled" in json.loads(str(f["metadata"]))["maps"]

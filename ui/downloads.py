@@ -1,9 +1,13 @@
 """Download buttons shared by the pages that show one head."""
 
+import re
+
+import numpy as np
 import streamlit as st
 
 from models.record import AttentionRecord
-from viz.export import JSON_DECIMALS, file_stem, head_csv, layer_json, record_npz
+from viz.export import (JSON_DECIMALS, file_stem, head_csv, head_npz, layer_json, record_npz,
+                        thumbnails_npz)
 
 
 def export_buttons(record: AttentionRecord, layer: int, head: int, prefix: str) -> None:
@@ -31,3 +35,24 @@ def export_buttons(record: AttentionRecord, layer: int, head: int, prefix: str) 
                           on_click="ignore",
                           help="Compressed NumPy arrays: weights (layers, heads, query, key), "
                                "tokens and metadata; np.load reads them without pickles.")
+
+
+def long_export_buttons(weights: np.ndarray, pooled: np.ndarray, tokens: tuple[str, ...],
+                        source: str, layer: int, head: int, prefix: str) -> None:
+    """A long input's downloads: the shown head exactly, and every head's thumbnail. Every
+    layer exactly (L x H x T x T floats, 18 GB for SmolLM2 at 4,096 tokens) is not offered."""
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", source).strip("_")[:60] or "attention"
+    left, right = st.columns(2)
+    left.download_button("This head as NPZ (exact)",
+                         lambda: head_npz(weights, tokens, source, layer, head),
+                         file_name=f"{stem}_L{layer}H{head}_{len(tokens)}tokens.npz",
+                         mime="application/octet-stream", key=f"{prefix}_head_npz",
+                         on_click="ignore",
+                         help="Compressed NumPy arrays: weights (query, key), tokens, metadata.")
+    right.download_button("Every head's thumbnail as NPZ",
+                          lambda: thumbnails_npz(pooled, tokens, source),
+                          file_name=f"{stem}_thumbnails_{len(tokens)}tokens.npz",
+                          mime="application/octet-stream", key=f"{prefix}_thumbs_npz",
+                          on_click="ignore",
+                          help="Every layer and head max-pooled (layers, heads, q, k): the mosaic's "
+                               "numbers. Exact maps of a long input exist one head at a time.")

@@ -85,6 +85,11 @@ class LongCount:
     kept: int
 
 
+def label(source: ModelSource) -> str:
+    """The model's readable name."""
+    return cache.loaded(source).label
+
+
 def long_count(source: ModelSource, text: str, pair: str) -> LongCount | None:
     """The input's token count when it is longer than the full trace keeps and the model can
     read more; None otherwise, or when the model cannot load (the page's own path says why)."""

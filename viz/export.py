@@ -57,7 +57,8 @@ def layer_json(record: AttentionRecord, layer: int, decimals: int = JSON_DECIMAL
     if not 0 <= layer < record.num_layers:
         raise ValueError(f"layer {layer} is not in 0..{record.num_layers - 1}")
     header = _metadata(record) | {"layer": layer, "decimals": decimals}
-    heads = [json.dumps(np.round(record.weights[layer, head].astype(np.float64), decimals).tolist())
+    maps = record.layer(layer)  # (H, Q, K), without stacking every layer
+    heads = [json.dumps(np.round(maps[head].astype(np.float64), decimals).tolist())
              for head in range(record.num_heads)]  # (Q, K) each
     text = json.dumps(header, ensure_ascii=False)[:-1] + ', "weights": [' + ", ".join(heads) + "]}"
     return text.encode("utf-8")
@@ -73,6 +74,30 @@ def record_npz(record: AttentionRecord, half_precision: bool = False) -> bytes:
         buffer, weights=weights, tokens=np.array(record.tokens, dtype=np.str_),
         metadata=np.array(json.dumps(metadata, ensure_ascii=False)),
     )
+    return buffer.getvalue()
+
+
+def head_npz(weights: np.ndarray, tokens: tuple[str, ...], source: str, layer: int,
+             head: int, maps: str = "exact") -> bytes:
+    """One head's (Q, K) map of a long input, compressed, with its tokens and where it comes
+    from; `maps` says what the numbers are ("exact", or how they were pooled)."""
+    buffer = io.BytesIO()
+    metadata = {"format_version": FORMAT_VERSION, "source": source, "layer": layer,
+                "head": head, "maps": maps, "dtype": str(weights.dtype),
+                "shape": list(weights.shape)}
+    np.savez_compressed(buffer, weights=weights, tokens=np.array(tokens, dtype=np.str_),
+                        metadata=np.array(json.dumps(metadata, ensure_ascii=False)))
+    return buffer.getvalue()
+
+
+def thumbnails_npz(pooled: np.ndarray, tokens: tuple[str, ...], source: str) -> bytes:
+    """Every head's max-pooled thumbnail (L, H, q, k) of a long input, compressed."""
+    buffer = io.BytesIO()
+    metadata = {"format_version": FORMAT_VERSION, "source": source,
+                "maps": "max-pooled: each cell is the largest weight of a block of tokens",
+                "tokens": len(tokens), "shape": list(pooled.shape)}
+    np.savez_compressed(buffer, weights=pooled, tokens=np.array(tokens, dtype=np.str_),
+                        metadata=np.array(json.dumps(metadata, ensure_ascii=False)))
     return buffer.getvalue()
 
 

@@ -1,0 +1,156 @@
+"""Long inputs on the decoder (SmolLM2), side by side in one run, printed as one table.
+
+Usage: .venv/bin/python bench/bench_long.py [--tokens 4096] [--repeats 3] [--no-browser]
+
+(a) Server memory held per cached input: a long input at --tokens (the all-heads thumbnails and
+    tokens the app keeps; its per-layer inputs go to disk and are printed apart) against a full
+    trace at the decoder's full-trace limit (352 tokens). Goals: <= 64 MB, and >= 10x less.
+(b) Text -> every head's thumbnail: the app's streamed forward (maps pooled layer by layer, each
+    layer's input written to disk) against the bare forward with eager attention (every layer's
+    weights computed, none kept). Goal: <= 3x. With the browser (the default), also the served
+    app from clicking "Read all ... tokens" to the mosaic and the exact head painted in headless
+    Chromium, against the same bare forward.
+(c) Opening one exact head at --tokens from its layer's kept input (first, middle, last layer).
+    Goal: < 1 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from models.byte_cache import array_bytes  # noqa: E402
+from models.conversion import prepare_default_decoder  # noqa: E402
+from models.decoder import DEFAULT_DECODER, load_decoder  # noqa: E402
+from models.source import Kind, ModelSource  # noqa: E402
+from models.streaming import exact_head, prepare, stream  # noqa: E402
+from viz.overview import THUMBNAIL_CELLS, max_pool  # noqa: E402
+
+WORDS = "I saw a cat and a dog by the old red barn, so we ran to it.".split()
+MB = 1e6
+
+
+def text_of(tokenizer, tokens: int) -> str:
+    words = WORDS * (tokens // 3)
+    low, high = 1, len(words)
+    while low < high:  # the fewest words that reach `tokens` tokens
+        middle = (low + high) // 2
+        if len(tokenizer(" ".join(words[:middle]))["input_ids"]) >= tokens:
+            high = middle
+        else:
+            low = middle + 1
+    return " ".join(words[:low])
+
+
+def timed(call) -> tuple[float, object]:
+    start = time.perf_counter()
+    result = call()
+    return time.perf_counter() - start, result
+
+
+def bare_eager_forward(runner, encoded) -> float:
+    """Seconds for the model's forward with eager attention: every layer's weights computed and
+    dropped (the app's capture is not active, so nothing is kept)."""
+    inputs = runner.model_inputs(encoded)
+    with torch.inference_mode():
+        return timed(lambda: runner.model.base_model(**inputs, use_cache=False))[0]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--tokens", type=int, default=4096)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--no-browser", action="store_true")
+    args = parser.parse_args()
+    prepare_default_decoder()
+    loaded = load_decoder(DEFAULT_DECODER)
+    runner = ModelSource(Kind.DECODER, DEFAULT_DECODER).load(decoder=lambda name: loaded)
+    long_text = text_of(runner.tokenizer, args.tokens)
+    short_text = text_of(runner.tokenizer, runner.max_tokens)
+    encoded, _ = prepare(runner, long_text, None)
+    assert len(encoded.tokens) == args.tokens, len(encoded.tokens)
+    print(f"SmolLM2, torch threads {torch.get_num_threads()}, long input {args.tokens} tokens, "
+          f"full trace {runner.max_tokens} tokens")
+
+    full = runner.run(short_text)
+    bare, streamed_times, held, disk = [], [], [], []
+    streamed = None
+    for _ in range(args.repeats):  # alternately, so machine noise hits both
+        bare.append(bare_eager_forward(runner, encoded))
+        folder = Path(tempfile.mkdtemp(prefix="bench-long-"))
+        seconds, streamed = timed(lambda: stream(
+            runner, long_text, None, lambda layer, maps: max_pool(maps, THUMBNAIL_CELLS).copy(),
+            keep_inputs=folder))
+        streamed_times.append(seconds)
+        held.append(array_bytes((streamed.encoded, np.stack(streamed.summaries))))
+        disk.append(streamed.layer_inputs.disk_bytes)
+    opened = {}
+    for layer in (0, streamed.num_layers // 2, streamed.num_layers - 1):
+        times = [timed(lambda: exact_head(runner, streamed.encoded, layer, streamed.num_heads - 1,
+                                          streamed.layer_inputs))[0] for _ in range(args.repeats)]
+        opened[layer] = statistics.median(times)
+    head_bytes = args.tokens * args.tokens * 4
+
+    rows = [
+        ("(a) memory per cached input", f"{held[-1] / MB:.1f} MB at {args.tokens}",
+         f"{full.nbytes / MB:.1f} MB full trace at {runner.max_tokens}",
+         f"{full.nbytes / held[-1]:.0f}x less", "<= 64 MB and >= 10x less",
+         held[-1] <= 64 * MB and full.nbytes / held[-1] >= 10),
+    ]
+    ratio = statistics.median(streamed_times) / statistics.median(bare)
+    rows.append(("(b) text -> all thumbnails", f"{statistics.median(streamed_times):.1f} s",
+                 f"{statistics.median(bare):.1f} s bare eager forward", f"{ratio:.2f}x",
+                 "<= 3x", ratio <= 3))
+    if not args.no_browser:
+        painted = browser_seconds(long_text, args.tokens)
+        ratio = painted / statistics.median(bare)
+        rows.append(("(b) click -> mosaic + head painted", f"{painted:.1f} s",
+                     f"{statistics.median(bare):.1f} s bare eager forward", f"{ratio:.2f}x",
+                     "<= 3x", ratio <= 3))
+    for layer, seconds in opened.items():
+        rows.append((f"(c) open one exact head, layer {layer}", f"{seconds:.2f} s", "", "",
+                     "< 1 s", seconds < 1))
+    width = max(len(row[0]) for row in rows)
+    print(f"{'measure':<{width}}  {'long input':>22}  {'against':>38}  {'ratio':>9}  goal")
+    for name, value, against, ratio_text, goal, met in rows:
+        print(f"{name:<{width}}  {value:>22}  {against:>38}  {ratio_text:>9}  {goal} "
+              f"{'met' if met else 'MISSED'}")
+    print(f"kept on disk per long input: {disk[-1] / MB:.0f} MB (each layer's input); one opened "
+          f"head kept in memory while viewed: {head_bytes / MB:.0f} MB")
+    streamed.layer_inputs.delete()
+
+
+def browser_seconds(text: str, tokens: int) -> float:
+    """The served app: from clicking the long-input toggle to the mosaic and the exact head."""
+    from tests.browser import launch_chromium, served_app, set_sidebar_text, wait_idle
+
+    with served_app() as url, launch_chromium() as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 720})
+        page.goto(f"{url}/all_heads?model=decoder")
+        page.get_by_role("heading", name="All heads at once").first.wait_for(timeout=240_000)
+        set_sidebar_text(page, text)
+        wait_idle(page, 240_000)
+        toggle = page.get_by_text(f"Read all {tokens:,} tokens, layer by layer")
+        toggle.wait_for(timeout=240_000)
+        start = time.perf_counter()
+        toggle.click()
+        titles = page.locator(".js-plotly-plot .gtitle")
+        titles.filter(has_text="All 30 layers × 9 heads").wait_for(timeout=900_000)
+        titles.filter(has_text=f"all {tokens} tokens").wait_for(timeout=300_000)
+        return time.perf_counter() - start
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,41 @@
+"""A 4,096-token text on the decoder in the real browser: the all-heads view streams it layer by
+layer and draws every head, then one exact head, with nothing leaving the machine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.app_support import GUARD_MESSAGE
+from tests.browser import guard_requests, set_sidebar_text, wait_idle
+
+SCREENSHOTS = Path(__file__).resolve().parents[1] / "artifacts" / "screenshots"
+# Short words: well over 4,096 SmolLM2 tokens within the sidebar's character limit.
+LONG_TEXT = " ".join(["I saw a cat and a dog by the old red barn, so we ran to it."] * 330)
+STREAM_MS = 600_000  # 30 layers of 9 maps of 4,096 x 4,096 on two cores, and the first model load
+
+
+def test_a_4096_token_text_on_the_decoder_draws_every_head(app_url, browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = context.new_page()
+    outside = guard_requests(page)
+    page.goto(f"{app_url}/all_heads?model=decoder")
+    page.get_by_role("heading", name="All heads at once").first.wait_for(timeout=240_000)
+    set_sidebar_text(page, LONG_TEXT)
+    wait_idle(page, 240_000)
+    toggle = page.get_by_text("Read all 4,096 tokens, layer by layer")
+    toggle.wait_for(timeout=240_000)
+    toggle.click()
+    mosaic = page.locator(".js-plotly-plot .gtitle").filter(
+        has_text="All 30 layers × 9 heads (each map max-pooled to 64×64)")
+    mosaic.wait_for(timeout=STREAM_MS)
+    whole = page.locator(".js-plotly-plot .gtitle").filter(
+        has_text="Layer 0 · Head 0: all 4096 tokens")
+    whole.wait_for(timeout=120_000)
+    window = page.locator(".js-plotly-plot .gtitle").filter(has_text="exact")
+    window.first.wait_for(timeout=60_000)
+    wait_idle(page, 120_000)
+    page.screenshot(path=str(SCREENSHOTS / "long-input-all-heads.png"), full_page=True)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    assert page.get_by_text(GUARD_MESSAGE).count() == 0
+    assert outside == []
+    context.close()
