@@ -13,9 +13,16 @@ st.set_page_config(page_title="Attention Explorer", page_icon=str(Path(__file__)
 
 # Each page starts with ui.routing.through_app(), which keeps Streamlit's legacy pages/ folder
 # routing from running a page without this script on a fresh server's first request.
+MAPS = st.Page("pages/attention_maps.py", title="Attention maps", icon=":material/grid_on:",
+               url_path="maps_default", default=True)
 page = st.navigation({
     "Explore a model": [
-        st.Page("pages/attention_maps.py", title="Attention maps", icon=":material/grid_on:", default=True),
+        MAPS,
+        # The default page is served at "/", and its own name is not found as a path, so a
+        # link typed as /attention_maps?… opens it through this hidden page (see below). The
+        # default's url_path only has to differ from it.
+        st.Page(lambda: None, title="Attention maps", url_path="attention_maps",
+                visibility="hidden"),
         st.Page("pages/all_heads.py", title="All heads at once", icon=":material/apps:"),
         st.Page("pages/predictions.py", title="What the model predicts", icon=":material/lightbulb:"),
         st.Page("pages/bertviz_views.py", title="bertviz views", icon=":material/hub:"),
@@ -39,6 +46,8 @@ page = st.navigation({
         st.Page("pages/fine_tuning.py", title="Fine-tuning a classifier", icon=":material/model_training:"),
     ],
 })
+if page.url_path == "attention_maps":  # before any widget: the link's values come along
+    st.switch_page(MAPS, query_params=st.query_params.to_dict())
 view = LinkedView.restore(page)  # the URL's view into the session, before any widget exists
 sidebar()
 examples_menu()  # the chapters' examples, one click each

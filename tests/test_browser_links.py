@@ -170,3 +170,16 @@ def test_quick_slider_moves_all_land_even_when_the_connection_lags(app_url, page
     assert_query(page.url, {"text": TEXT, "layer": "5", "head": "2"})
     heatmap_title(page, "Layer 5 · Head 2")
     assert_clean(page)
+
+
+def test_the_default_pages_own_name_opens_it_with_the_links_values(app_url, page):
+    """`/attention_maps?…` (the default page by name) in a later session: the same view, with no
+    "Page not found" box (which would also take the keyboard focus from the sliders)."""
+    page.goto(f"{app_url}/attention_maps?text={quote(TEXT)}&layer=2&head=3")
+    page.get_by_role("heading", name="Attention maps").first.wait_for(timeout=90_000)
+    wait_idle(page)
+    heatmap_title(page, "Layer 2 · Head 3")
+    assert page.get_by_text("Page not found").count() == 0
+    assert page.get_by_label("Sentence", exact=True).input_value() == TEXT
+    assert_query(page.url, {"text": TEXT, "layer": "2", "head": "3"})
+    assert_clean(page)

@@ -58,8 +58,9 @@ def url_path(page: str) -> str:
 
 def navigation_pages() -> set[str]:
     tree = ast.parse((ROOT / "app.py").read_text())
-    return {node.args[0].value for node in ast.walk(tree)
-            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "Page"}
+    return {node.args[0].value for node in ast.walk(tree)  # file pages (not the hidden alias)
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "Page"
+            and isinstance(node.args[0], ast.Constant)}
 
 
 # --- the examples ---------------------------------------------------------------------------
