@@ -1,6 +1,6 @@
 import streamlit as st
 
-from ui import long_inputs
+from ui import long_inputs, long_views
 from ui.charts import show
 from ui.downloads import export_buttons, long_export_buttons
 from ui.routing import through_app
@@ -29,13 +29,6 @@ def draw_mosaic(mosaic, controls, picture, shape) -> None:
          on_select=lambda: open_clicked_tile(*shape), selection_mode="points")
 
 
-def window_start(label: str, last: int, key: str, default: int, container) -> int:
-    """A window's first position, 0..last, kept valid when the text changes."""
-    value = st.session_state.get(key, default)
-    st.session_state[key] = min(max(value if isinstance(value, int) else default, 0), last)
-    return container.slider(label, 0, last, key=key) if last > 0 else 0
-
-
 st.title("All heads at once")
 given = sidebar_input()
 long = long_inputs.long_count(given.source, given.text, given.pair)
@@ -60,8 +53,9 @@ if read_all:
     whole, window = st.columns(2, gap="medium")
     show(pooled_head_figure(weights, layer, head), key="all_long_whole", container=whole)
     last = max(streamed.num_tokens - WINDOW_TOKENS, 0)
-    query_start = window_start("Window: first query", last, "all_window_query", last, window)
-    key_start = window_start("Window: first key", last, "all_window_key", 0, window)
+    query_start = long_views.window_start("Window: first query", last, "all_window_query", last,
+                                          window)
+    key_start = long_views.window_start("Window: first key", last, "all_window_key", 0, window)
     show(window_figure(weights, streamed.tokens, layer, head, query_start, key_start),
          key="all_long_window", container=window)
     long_export_buttons(weights, overview.pooled, streamed.tokens,

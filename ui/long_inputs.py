@@ -2,7 +2,7 @@
 
 A decoder's full trace is capped (models/limits.py) because it holds every layer's T x T maps.
 A long input (up to models.limits.LONG_TOKENS) is read by one streamed forward that keeps only
-each layer's max-pooled thumbnails in memory (models/streaming.py) and each layer's input on
+each layer's max-pooled thumbnails and per-head statistics in memory (models/streaming.py) and each layer's input on
 disk; one head's exact map is computed on demand from its layer's input. Both are kept in the server's byte-bounded
 trace store; one long forward runs at a time on the server (each holds one layer's maps, about
 600 MB at 4,096 tokens on SmolLM2, while it runs).
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import streamlit as st
 
 from models.errors import ModelLoadError
@@ -30,6 +31,7 @@ from models.streaming import (LayerInputs, Streamed, exact_head, exact_layer, lo
                               prepare, stream)
 from ui import cache
 from viz.overview import THUMBNAIL_CELLS, max_pool
+from viz.statistics import StatisticsInput, layer_statistics, statistics_table
 
 _ONE_AT_A_TIME = threading.Lock()
 # Each long input's per-layer inputs live in files under one folder per server process, removed
@@ -54,15 +56,18 @@ def _keep_on_disk(kept: LayerInputs) -> None:
 
 @dataclass(frozen=True)
 class LongOverview:
-    """A long input's tokens and every head's thumbnail (L, H, q, k) float32."""
+    """What one streamed forward keeps of a long input: its tokens, every head's thumbnail
+    (L, H, q, k) float32 and every head's statistics (the table of `head_statistics`)."""
 
     streamed: Streamed
     pooled: np.ndarray
+    statistics: pd.DataFrame
 
     @property
     def nbytes(self) -> int:
         ids = self.streamed.encoded.input_ids
-        return self.pooled.nbytes + ids.numel() * 80 + 4096  # ids, tokens and their strings
+        return (self.pooled.nbytes + ids.numel() * 80  # ids, tokens and their strings
+                + int(self.statistics.memory_usage(deep=True).sum()) + 4096)
 
 
 @dataclass(frozen=True)
@@ -131,15 +136,18 @@ def overview(source: ModelSource, text: str, pair: str) -> LongOverview:
     key = ("long-overview", source, runner.label, text, pair)
 
     def compute() -> LongOverview:
+        encoded, _ = prepare(runner, text, pair or None)  # the tokens the stream will read
+        given = StatisticsInput(keys=encoded.tokens, special_positions=encoded.special_positions,
+                                causal=runner.causal)
         bar = st.progress(0.0, text="Reading the long input layer by layer…")
-        layers = runner.config.num_hidden_layers if hasattr(runner.config, "num_hidden_layers") \
-            else None
+        layers = getattr(runner.config, "num_hidden_layers", None)
 
-        def reduce(index: int, maps: np.ndarray) -> np.ndarray:
+        def reduce(index: int, maps: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
             if layers:
                 bar.progress(min((index + 1) / layers, 1.0),
                              text=f"Reading the long input: layer {index + 1} of {layers}…")
-            return max_pool(maps, THUMBNAIL_CELLS).copy()  # (H, q, k), not a view of the maps
+            # (H, q, k) thumbnails (not a view of the maps) and (H,) numbers per statistic
+            return max_pool(maps, THUMBNAIL_CELLS).copy(), layer_statistics(maps, given)
 
         folder = _SPILL_ROOT / uuid.uuid4().hex
         try:
@@ -150,7 +158,12 @@ def overview(source: ModelSource, text: str, pair: str) -> LongOverview:
             raise
         finally:
             bar.empty()
-        result = LongOverview(streamed, np.stack(streamed.summaries))
+        if streamed.tokens != given.keys:
+            raise ValueError("the streamed input's tokens are not the ones measured")
+        pooled = np.stack([summary[0] for summary in streamed.summaries])  # (L, H, q, k)
+        table = statistics_table([summary[1] for summary in streamed.summaries], given,
+                                 streamed.num_tokens)
+        result = LongOverview(streamed, pooled, table)
         _keep_on_disk(streamed.layer_inputs)
         weakref.finalize(result, _forget, streamed.layer_inputs)  # dropped from memory: files go
         return result

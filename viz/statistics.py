@@ -15,11 +15,16 @@ mask left empty (they sum to 0) are left out.
 A rectangular record (cross-attention: target queries over source keys) has no query token that
 is also a key, so mean_distance, cls, sep, self, previous and next are NaN there; entropy and
 punctuation (over the source's tokens) keep their meaning.
+
+Everything is measured one layer at a time (`layer_statistics`, on one (H, Q, K) array), so a
+long input streamed layer by layer and a full record give the same numbers by construction.
 """
 
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -68,7 +73,7 @@ def is_punctuation(token: str) -> bool:
 
 
 def _row_mean(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Mean over the query axis (-1) of (L, H, Q) values, counting only the rows marked True."""
+    """Mean over the query axis (-1) of (..., Q) values, counting only the rows marked True."""
     count = rows.sum(axis=-1)
     total = np.where(rows, values.astype(np.float64), 0.0).sum(axis=-1)
     return np.divide(total, count, out=np.zeros_like(total), where=count > 0)
@@ -80,13 +85,114 @@ def row_entropy_bits(weights: np.ndarray) -> np.ndarray:
     return -np.einsum("...k,...k->...", weights, logs)
 
 
-def _uniform_entropy_bits(record: AttentionRecord) -> float:
-    """Mean entropy of an even spread over the keys each row may see."""
-    if record.is_rectangular:
-        return float(np.log2(record.num_keys))
-    count = record.num_tokens
-    visible = np.arange(1, count + 1) if "causal" in record.masks else np.full(count, count)
-    return float(np.log2(visible).mean())
+@dataclass(frozen=True)
+class StatisticsInput:
+    """What the statistics need to know about an input besides its maps: the key tokens, which
+    of them are special, whether a causal mask hides every later key, and whether the keys are a
+    different sequence from the queries (cross-attention)."""
+
+    keys: tuple[str, ...]
+    special_positions: tuple[int, ...] = ()
+    causal: bool = False
+    rectangular: bool = False
+
+    @classmethod
+    def of(cls, record: AttentionRecord) -> StatisticsInput:
+        return cls(keys=record.keys, special_positions=record.special_positions,
+                   causal="causal" in record.masks, rectangular=record.is_rectangular)
+
+    def key_sets(self) -> np.ndarray:
+        """(K, 3) float32 indicators of [CLS], [SEP] and punctuation keys."""
+        special = [] if self.rectangular else list(self.special_positions)
+        sets = np.zeros((len(self.keys), 3), dtype=np.float32)  # (K, 3)
+        sets[special[:1], 0] = 1.0
+        sets[special[1:], 1] = 1.0
+        sets[[p for p, t in enumerate(self.keys) if p not in special and is_punctuation(t)],
+             2] = 1.0
+        return sets
+
+    def uniform_entropy_bits(self, queries: int) -> float:
+        """Mean entropy of an even spread over the keys each of `queries` rows may see."""
+        if self.rectangular:
+            return float(np.log2(len(self.keys)))
+        visible = np.arange(1, queries + 1) if self.causal else np.full(queries, queries)
+        return float(np.log2(visible).mean())
+
+
+# One layer is read in blocks of query rows holding at most this many weights, so the
+# temporaries (logs, weights times distances) stay small at any length: 8 M floats = 32 MB.
+BLOCK_WEIGHTS = 1 << 23
+_TINY = np.finfo(np.float32).tiny  # log(max(w, tiny)) * w is 0 for w = 0 and w log w otherwise
+
+
+def layer_statistics(maps: np.ndarray, given: StatisticsInput) -> dict[str, np.ndarray]:
+    """The statistics of every head of one layer: column name -> (H,) float64 values.
+
+    maps: (H, Q, K) float32 weights (read only). The layer is read in blocks of query rows, in
+    float32 with float64 means, and a causal layer's hidden keys (right of the diagonal, all
+    zero) are not read: this is what `head_statistics` runs on every layer, and what a long
+    input's streamed forward runs on each layer as it is computed.
+    """
+    heads, queries, keys = maps.shape
+    key_sets = given.key_sets()  # (K, 3)
+    row_sums = np.empty((heads, queries), np.float32)  # (H, Q)
+    entropy = np.empty((heads, queries), np.float32)
+    shares = np.empty((heads, queries, 3), np.float32)  # (H, Q, 3)
+    distance = np.zeros((heads, queries), np.float32)  # (H, Q), square maps only
+    rows_per_block = max(1, BLOCK_WEIGHTS // max(heads * keys, 1))
+    scratch = np.empty((heads, min(rows_per_block, queries), keys), np.float32)
+    positions = np.arange(keys, dtype=np.float32)
+    for start in range(0, queries, rows_per_block):
+        stop = min(start + rows_per_block, queries)
+        seen = min(stop, keys) if given.causal and not given.rectangular else keys
+        block = maps[:, start:stop, :seen]  # (H, b, k): the keys these rows may see
+        work = scratch[:, :stop - start, :seen]
+        row_sums[:, start:stop] = block.sum(axis=-1)
+        np.maximum(block, _TINY, out=work)
+        np.log(work, out=work)
+        np.multiply(work, block, out=work)
+        entropy[:, start:stop] = work.sum(axis=-1)
+        shares[:, start:stop] = block @ key_sets[:seen]  # (H, b, 3)
+        if not given.rectangular:
+            offsets = np.arange(start, stop, dtype=np.float32)[:, None] - positions[:seen]
+            np.multiply(block, np.abs(offsets), out=work)  # (H, b, k) weight x |query - key|
+            distance[:, start:stop] = work.sum(axis=-1)
+    live = row_sums > EMPTY_ROW_WEIGHT  # (H, Q)
+    columns = {
+        "entropy_bits": 0.0 - _row_mean(entropy, live) / np.log(2.0),  # nats to bits, 0 not -0
+        "first": _row_mean(maps[..., 0], live),
+        "punctuation": _row_mean(shares[..., 2], live),
+    }
+    if given.rectangular:  # no key is the query itself
+        unmeasured = np.full(heads, np.nan)
+        return {**columns, **{name: unmeasured for name in
+                              ("mean_distance", "cls", "sep", "self", "previous", "next")}}
+    return {
+        **columns,
+        "mean_distance": _row_mean(distance, live),
+        "cls": _row_mean(shares[..., 0], live),
+        "sep": _row_mean(shares[..., 1], live),
+        "self": _row_mean(np.diagonal(maps, axis1=-2, axis2=-1), live),
+        "previous": _row_mean(np.diagonal(maps, offset=-1, axis1=-2, axis2=-1),
+                              live[..., 1:]),  # row i, key i - 1, for i >= 1
+        "next": _row_mean(np.diagonal(maps, offset=1, axis1=-2, axis2=-1),
+                          live[..., :-1]),  # row i, key i + 1, for i < Q - 1
+    }
+
+
+def statistics_table(layers: Sequence[dict[str, np.ndarray]], given: StatisticsInput,
+                     queries: int) -> pd.DataFrame:
+    """One row per (layer, head) from each layer's `layer_statistics`, with its label."""
+    columns = {name: np.stack([layer[name] for layer in layers]) for name in NUMERIC_COLUMNS}
+    num_layers, num_heads = columns[NUMERIC_COLUMNS[0]].shape  # (L, H)
+    layer_index, head_index = np.meshgrid(np.arange(num_layers), np.arange(num_heads),
+                                          indexing="ij")  # (L, H)
+    table = pd.DataFrame({"layer": layer_index.ravel(), "head": head_index.ravel()})
+    for name, values in columns.items():
+        table[name] = values.ravel()
+    broad_bits = given.uniform_entropy_bits(queries)
+    table.insert(2, "label", [_label(row, broad_bits) for _, row in table.iterrows()])
+    return table
 
 
 def _label(row: pd.Series, broad_bits: float) -> str:
@@ -102,54 +208,11 @@ def _label(row: pd.Series, broad_bits: float) -> str:
 
 
 def head_statistics(record: AttentionRecord) -> pd.DataFrame:
-    """One row per (layer, head): the statistics above and a label (see LABEL_RULES)."""
-    weights = record.weights  # (L, H, Q, K), float32
-    count = record.num_tokens
-    live = weights.sum(axis=-1) > EMPTY_ROW_WEIGHT  # (L, H, Q)
-    special = [] if record.is_rectangular else list(record.special_positions)
-    key_sets = np.zeros((record.num_keys, 3), dtype=weights.dtype)  # (K, 3): [CLS], [SEP], punct.
-    key_sets[special[:1], 0] = 1.0
-    key_sets[special[1:], 1] = 1.0
-    key_sets[[p for p, t in enumerate(record.keys) if p not in special and is_punctuation(t)],
-             2] = 1.0
-    shares = weights @ key_sets  # (L, H, Q, 3)
-    if record.is_rectangular:
-        unmeasured = np.full(weights.shape[:2], np.nan)  # (L, H): no key is the query itself
-        columns = {
-            "entropy_bits": _row_mean(row_entropy_bits(weights), live),
-            "mean_distance": unmeasured, "cls": unmeasured, "sep": unmeasured,
-            "first": _row_mean(weights[..., 0], live),
-            "punctuation": _row_mean(shares[..., 2], live),
-            "self": unmeasured, "previous": unmeasured, "next": unmeasured,
-        }
-        return _table(record, columns)
-    positions = np.arange(count)
-    distance = np.abs(positions[:, None] - positions[None, :]).astype(weights.dtype)  # (Q, K)
-    columns = {
-        "entropy_bits": _row_mean(row_entropy_bits(weights), live),
-        "mean_distance": _row_mean(np.einsum("lhqk,qk->lhq", weights, distance), live),
-        "cls": _row_mean(shares[..., 0], live),
-        "sep": _row_mean(shares[..., 1], live),
-        "first": _row_mean(weights[..., 0], live),
-        "punctuation": _row_mean(shares[..., 2], live),
-        "self": _row_mean(np.diagonal(weights, axis1=-2, axis2=-1), live),
-        "previous": _row_mean(np.diagonal(weights, offset=-1, axis1=-2, axis2=-1),
-                              live[..., 1:]),  # row i, key i - 1, for i >= 1
-        "next": _row_mean(np.diagonal(weights, offset=1, axis1=-2, axis2=-1),
-                          live[..., :-1]),  # row i, key i + 1, for i < Q - 1
-    }
-    return _table(record, columns)
-
-
-def _table(record: AttentionRecord, columns: dict[str, np.ndarray]) -> pd.DataFrame:
-    layers, heads = np.meshgrid(np.arange(record.num_layers), np.arange(record.num_heads),
-                                indexing="ij")  # (L, H)
-    table = pd.DataFrame({"layer": layers.ravel(), "head": heads.ravel()})
-    for name, values in columns.items():
-        table[name] = values.ravel()
-    broad_bits = _uniform_entropy_bits(record)
-    table.insert(2, "label", [_label(row, broad_bits) for _, row in table.iterrows()])
-    return table
+    """One row per (layer, head): the statistics above and a label (see LABEL_RULES), computed
+    layer by layer (`layer_statistics`), as a long input's streamed forward computes them."""
+    given = StatisticsInput.of(record)
+    return statistics_table([layer_statistics(record.layer(index), given)
+                             for index in range(record.num_layers)], given, record.num_tokens)
 
 
 def statistic_heatmap(table: pd.DataFrame, column: str) -> go.Figure:

@@ -1,0 +1,143 @@
+"""Long inputs on the attention-maps and head-statistics pages: per-head statistics measured layer
+by layer as a streamed forward computes each layer, equal to those of a full record, and both
+pages reading a decoder input longer than a full trace keeps."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from models.decoder import DEFAULT_DECODER
+from models.pretrained import DEFAULT_MODEL
+from models.source import Kind, ModelSource
+from models.streaming import prepare, stream
+from tests.app_support import array, figures, run_page, texts
+from viz.statistics import (NUMERIC_COLUMNS, StatisticsInput, head_statistics, is_punctuation,
+                            layer_statistics, statistics_table)
+
+WORDS = ("time flies like an arrow , fruit flies like a banana . " * 400).split()
+LONG_STATE = {"sb_kind": "decoder"}
+
+
+def text_of(count: int) -> str:
+    return " ".join(WORDS[:count])
+
+
+@pytest.fixture(scope="module")
+def decoder_runner(smollm2_model):
+    return ModelSource(Kind.DECODER, DEFAULT_DECODER).load(decoder=lambda name: smollm2_model)
+
+
+@pytest.fixture(scope="module")
+def encoder_runner(default_model):
+    return ModelSource(Kind.ENCODER, DEFAULT_MODEL).load(pretrained=lambda name: default_model)
+
+
+def full_attentions(runner, encoded) -> list[np.ndarray]:
+    """Each layer's (H, Q, K) maps from the model's own forward with output_attentions."""
+    inputs = runner.model_inputs(encoded)
+    extra = {"use_cache": False} if runner.causal else {}
+    with torch.inference_mode():
+        output = runner.model(**inputs, output_attentions=True, **extra)
+    return [layer[0].numpy() for layer in output.attentions]
+
+
+def streamed_statistics(runner, text: str, pair: str | None = None):
+    encoded, _ = prepare(runner, text, pair)
+    given = StatisticsInput(keys=encoded.tokens, special_positions=encoded.special_positions,
+                            causal=runner.causal)
+    streamed = stream(runner, text, pair, lambda layer, maps: layer_statistics(maps, given))
+    return statistics_table(streamed.summaries, given, streamed.num_tokens)
+
+
+def assert_same_statistics(table, expected, atol: float = 1e-6) -> None:
+    assert len(table) == len(expected)
+    assert list(table.columns) == list(expected.columns)
+    for column in NUMERIC_COLUMNS:
+        np.testing.assert_allclose(table[column], expected[column], rtol=0, atol=atol,
+                                   err_msg=column)
+    assert list(table["label"]) == list(expected["label"])
+
+
+def reference_statistics(maps: np.ndarray, special: tuple[int, ...], punctuation: list[int]):
+    """The statistics of one square (H, Q, K) layer by their definitions, in float64."""
+    weights = maps.astype(np.float64)
+    count = weights.shape[-1]
+    live = weights.sum(-1) > 1e-3
+    logs = np.log2(weights, out=np.zeros_like(weights), where=weights > 0)
+    distance = np.abs(np.subtract.outer(np.arange(count), np.arange(count)))
+    per_row = {
+        "entropy_bits": -(weights * logs).sum(-1),
+        "mean_distance": (weights * distance).sum(-1),
+        "cls": weights[..., list(special[:1])].sum(-1),
+        "sep": weights[..., list(special[1:])].sum(-1),
+        "first": weights[..., 0],
+        "punctuation": weights[..., punctuation].sum(-1),
+        "self": np.diagonal(weights, axis1=-2, axis2=-1),
+    }
+    return {name: np.where(live, values, 0).sum(-1) / live.sum(-1)
+            for name, values in per_row.items()}
+
+
+def test_streamed_statistics_of_a_decoder_equal_those_of_its_full_record(decoder_runner):
+    text = text_of(260)
+    full = decoder_runner.run(text).record
+    assert 250 < full.num_tokens <= decoder_runner.max_tokens  # still short enough for a full trace
+    expected = head_statistics(full)
+    assert_same_statistics(streamed_statistics(decoder_runner, text), expected)
+    # and the layer-by-layer arithmetic is the plain definition, computed in float64
+    punctuation = [p for p, token in enumerate(full.tokens)
+                   if p not in full.special_positions and is_punctuation(token)]
+    assert len(punctuation) > 30
+    for layer in (0, full.num_layers - 1):
+        reference = reference_statistics(full.layer(layer), full.special_positions, punctuation)
+        rows = expected[expected["layer"] == layer]
+        for name, values in reference.items():
+            np.testing.assert_allclose(rows[name], values, rtol=0, atol=2e-5, err_msg=name)
+
+
+def test_streamed_statistics_of_an_encoder_pair_equal_those_of_its_full_record(encoder_runner):
+    text, pair = text_of(60), "the banana flies , like time ."
+    full = encoder_runner.run(text, pair).record
+    assert full.tokens[0] == "[CLS]" and len(full.special_positions) == 3  # [CLS], 2 x [SEP]
+    expected = head_statistics(full)
+    assert expected["sep"].max() > 0.05 and expected["cls"].max() > 0.05
+    assert_same_statistics(streamed_statistics(encoder_runner, text, pair), expected)
+
+
+def test_the_pages_read_a_long_decoder_input_whole(decoder_runner):
+    text = text_of(420)
+    encoded, _ = prepare(decoder_runner, text, None)
+    count = len(encoded.tokens)
+    assert count > decoder_runner.max_tokens
+    exact = full_attentions(decoder_runner, encoded)
+
+    maps = run_page(text=text, state={  # the default page: attention maps
+        **LONG_STATE, "maps_long": True, "maps_layer": 29, "maps_head": 8,
+        "maps_window_query": 100, "maps_window_key": 40})
+    assert f"Read all {count:,} tokens" in maps.toggle(key="maps_long").label
+    whole, window = figures(maps)
+    assert f"all {count} tokens" in whole["layout"]["title"]["text"]
+    np.testing.assert_allclose(array(window["data"][0]["z"]), exact[29][8][100:164, 40:104],
+                               rtol=0, atol=1e-5)
+    assert "other heads are not drawn for a long input" in texts(maps)
+    assert [button.proto.label for button in maps.get("download_button")] == [
+        "This head as NPZ (exact)", "Every head's thumbnail as NPZ"]
+
+    stats = run_page("head_statistics", text=text, state={
+        **LONG_STATE, "stats_long": True,
+        "stats_table": {"selection": {"rows": [14], "columns": []}}})  # layer 1, head 5
+    assert f"Read all {count:,} tokens" in stats.toggle(key="stats_long").label
+    table = stats.dataframe[0].value
+    assert len(table) == 30 * 9 and list(table.columns[:3]) == ["layer", "head", "label"]
+    given = StatisticsInput(keys=encoded.tokens, special_positions=encoded.special_positions,
+                            causal=True)
+    expected = statistics_table([layer_statistics(layer, given) for layer in exact], given, count)
+    assert_same_statistics(table, expected, atol=1e-5)
+    assert "norm-based columns (‖α·f(x)‖) are left out" in texts(stats)
+    assert f"all {count:,} tokens" in texts(stats)
+    grid, opened = figures(stats)
+    assert array(grid["data"][0]["z"]).shape == (30, 9)
+    assert opened["layout"]["title"]["text"].startswith(f"Layer 1 · Head 5: all {count} tokens")
+    np.testing.assert_allclose(array(opened["data"][0]["z"]).max(), exact[1][5].max(), atol=1e-5)

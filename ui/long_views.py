@@ -1,0 +1,44 @@
+"""Long inputs on the attention-maps and head-statistics pages (see ui/long_inputs.py).
+
+The per-head statistics of a long input are measured by the one streamed forward of
+`long_inputs.overview`: each layer's (H, T, T) maps go through `viz.statistics.layer_statistics`
+(the function `head_statistics` runs on a full record's layers) as soon as the layer has computed
+them, and only the numbers are kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+import streamlit as st
+
+from models.source import ModelSource
+from ui import long_inputs
+
+
+def window_start(label: str, last: int, key: str, default: int, container) -> int:
+    """A window's first position, 0..last, kept valid when the text changes."""
+    value = st.session_state.get(key, default)
+    st.session_state[key] = min(max(value if isinstance(value, int) else default, 0), last)
+    return container.slider(label, 0, last, key=key) if last > 0 else 0
+
+
+@dataclass(frozen=True)
+class LongStatistics:
+    """The per-head statistics table of a long input, and what it measured."""
+
+    table: pd.DataFrame
+    num_layers: int
+    num_heads: int
+    num_tokens: int
+
+
+def statistics(source: ModelSource, text: str, pair: str) -> LongStatistics:
+    """Every head's statistics over the whole long input (the same columns and labels as
+    `head_statistics` of a full record), from the one streamed forward that also pools every
+    head's thumbnail (ui.long_inputs.overview)."""
+    overview = long_inputs.overview(source, text, pair)
+    streamed = overview.streamed
+    return LongStatistics(overview.statistics, streamed.num_layers, streamed.num_heads,
+                          streamed.num_tokens)
