@@ -22,7 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from models.seq2seq_training import TrainingSettings, train, translate  # noqa: E402
+from models.seq2seq_training import train, translate  # noqa: E402
+from models.trained_translator import TrainingSettings  # noqa: E402
 from models.translation_task import EXAMPLE_SENTENCES  # noqa: E402
 
 TIME_GOAL_S = 60.0

@@ -20,10 +20,10 @@ from torch import nn
 
 from models.config import EncoderConfig
 from models.encoder import Encoder
-from models.layer_walk import remove_walk_hooks
 from models.record import AttentionRecord
 from models.scratch import random_encoder
 from models.tokenize import encode, first_item_attentions
+from models.walk_hooks import remove_walk_hooks
 
 POOLINGS = ("mean", "cls")
 HEAD_INIT_STD = 0.02  # BERT's initialiser range

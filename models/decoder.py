@@ -13,9 +13,8 @@ from transformers import AutoModelForCausalLM
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
-from models.conversion import (
-    Progress, converted_folder, ensure_converted, manifest_stamp, no_progress,
-)
+from models.conversion import converted_folder, ensure_converted
+from models.conversion_cache import Progress, manifest_stamp, no_progress
 from models.errors import ModelLoadError
 from models.pretrained import (ENCODER_TYPES, LoadedModel, _read_config, build_checked,
                                checked_folder)

@@ -28,7 +28,7 @@ SEQ2SEQ_MODELS = 1
 # The sidebar's text is cut to this many characters before any tokenizer sees it.
 MAX_TEXT_CHARS = 20_000
 
-# Loading a model (models/loader_checks.py, models/loaded_models.py).
+# Loading a model (models/loader_checks.py, models/weight_checks.py, models/loaded_models.py).
 # A model whose float32 parameters (estimated from its config.json before anything is built)
 # would take more than this is refused: about 268 million parameters.
 MODEL_BYTES = 1 * GIB

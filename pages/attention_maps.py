@@ -6,7 +6,7 @@ from ui.routing import through_app
 from ui.state import current_record, index_slider, sidebar_input
 from viz.head_analysis import norm_heatmap
 from viz.heatmap import attention_heatmap, layer_heads_grid
-from viz.long_view import WINDOW_TOKENS, pooled_head_figure, window_figure
+from viz.long_view import pooled_head_figure
 
 through_app()
 
@@ -45,13 +45,7 @@ if read_all:
     charts.show(pooled_head_figure(weights, layer, head), key="maps_long_whole",
                 container=picture)
     sliders, window = st.columns([1, 2], gap="medium")
-    last = max(streamed.num_tokens - WINDOW_TOKENS, 0)
-    query_start = long_views.window_start("Window: first query", last, "maps_window_query",
-                                          last, sliders)
-    key_start = long_views.window_start("Window: first key", last, "maps_window_key", 0,
-                                        sliders)
-    charts.show(window_figure(weights, streamed.tokens, layer, head, query_start, key_start),
-                key="maps_long_window", container=window)
+    long_views.exact_window(weights, streamed.tokens, layer, head, "maps", sliders, window)
     long_export_buttons(weights, overview.pooled, streamed.tokens,
                         long_inputs.label(given.source), layer, head, "maps_long_export")
 else:

@@ -29,8 +29,8 @@ from models.generation import GenerationSettings
 from models.hf_seq2seq import load_seq2seq, run_seq2seq
 from models.labelled_data import load_shipped
 from models.pretrained import DEFAULT_MODEL
-from models.seq2seq_training import cache_folder, is_cached, save
 from models.source import Kind, ModelSource
+from models.trained_translator import cache_folder, is_cached, save
 from tests.test_hf_seq2seq import build
 from ui import (analysis_cache, byte_caches, finetune_cache, generation_cache, layer_walk_cache,
                 seq2seq_cache, teaching_cache)

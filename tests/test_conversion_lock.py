@@ -23,7 +23,8 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
 from models import conversion
-from models.conversion import MANIFEST, WAITING_MESSAGE, converted_folder, is_complete
+from models.conversion import converted_folder
+from models.conversion_cache import MANIFEST, WAITING_MESSAGE, is_complete
 from models.decoder import load_decoder
 
 WORDS = ["time", "flies", "like", "an", "arrow", "."]

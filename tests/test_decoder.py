@@ -19,7 +19,7 @@ from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 from models import conversion
 from models.attention import causal_mask, scaled_dot_product_attention
-from models.conversion import MANIFEST, is_complete
+from models.conversion_cache import MANIFEST, is_complete
 from models.decoder import ATTENTION_BUDGET_BYTES, DEFAULT_DECODER, load_decoder
 from models.pretrained import ModelLoadError, default_model_path
 from tests.reference import decoder_record

@@ -12,19 +12,14 @@ import functools
 import numpy as np
 import pytest
 import torch
-from tokenizers import ByteLevelBPETokenizer
-from transformers import GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast
 
-from models.decoder import load_causal_lm, load_decoder
+from models.decoder import load_decoder
 from models.generation import (
     MAX_NEW_TOKENS, Generation, GenerationRefused, GenerationSettings, generate,
 )
+from tests import tiny_models
 
 PROMPT = "The capital of France is"
-SENTENCES = ["Time flies like an arrow.", "Fruit flies like a banana.",
-             "The cat sat on the mat and the dog sat on the rug."]
-END = "<|endoftext|>"
-TINY_POSITIONS = 64
 ROW_TOLERANCE = 1e-5
 
 
@@ -35,20 +30,8 @@ def smollm2():
 
 @pytest.fixture(scope="module")
 def tiny_gpt2(tmp_path_factory):
-    bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator(SENTENCES * 3, vocab_size=300, min_frequency=1, special_tokens=[END],
-                            show_progress=False)
-    tokenizer = GPT2TokenizerFast(tokenizer_object=bpe._tokenizer, bos_token=END, eos_token=END,
-                                  unk_token=END)
-    end_id = tokenizer.convert_tokens_to_ids(END)
-    torch.manual_seed(1)
-    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_positions=TINY_POSITIONS,
-                                       n_embd=32, n_layer=2, n_head=4, bos_token_id=end_id,
-                                       eos_token_id=end_id))
-    folder = tmp_path_factory.mktemp("tiny-gpt2-generation")
-    model.save_pretrained(folder, safe_serialization=True)
-    tokenizer.save_pretrained(folder)
-    return load_causal_lm(str(folder))
+    """A tiny random GPT-2 with a byte-level BPE (tests/tiny_models.py)."""
+    return tiny_models.tiny_bpe_gpt2(tmp_path_factory.mktemp("tiny-gpt2-generation"))
 
 
 def run(loaded, prompt: str = PROMPT, limit: int | None = None, progress=None,

@@ -1,7 +1,8 @@
 """Predictions summarised from logits equal the softmax of the model's own logits.
 
-Checked on the real SmolLM2, on a tiny GPT-2 and on a tiny BertForMaskedLM, both built and saved
-here with tokenizers trained locally on a few sentences.
+Checked on the real SmolLM2, on a tiny random GPT-2 with a byte-level BPE (tests/tiny_models.py)
+and on a tiny BertForMaskedLM built and saved here with a WordPiece vocabulary trained on a few
+sentences.
 """
 
 from __future__ import annotations
@@ -10,18 +11,17 @@ import math
 
 import pytest
 import torch
-from tokenizers import BertWordPieceTokenizer, ByteLevelBPETokenizer
+from tokenizers import BertWordPieceTokenizer
 from transformers import (
-    AutoModelForMaskedLM, AutoTokenizer, BertConfig, BertForMaskedLM, GPT2Config,
-    GPT2LMHeadModel, GPT2TokenizerFast, PreTrainedTokenizerFast,
+    AutoModelForMaskedLM, AutoTokenizer, BertConfig, BertForMaskedLM, PreTrainedTokenizerFast,
 )
 
-from models.decoder import load_causal_lm, load_decoder
+from models.decoder import load_decoder
 from models.predictions import masked_fillers, next_token, per_position
+from tests import tiny_models
 
 SENTENCES = ["Time flies like an arrow.", "Fruit flies like a banana.",
              "The cat sat on the mat and the dog sat on the rug."]
-END = "<|endoftext|>"
 TOLERANCE = 1e-6
 
 
@@ -32,19 +32,8 @@ def smollm2():
 
 @pytest.fixture(scope="module")
 def tiny_gpt2(tmp_path_factory):
-    """A tiny random GPT-2 with a byte-level BPE trained here, saved and loaded the app's way."""
-    bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator(SENTENCES * 3, vocab_size=300, min_frequency=1, special_tokens=[END],
-                            show_progress=False)
-    tokenizer = GPT2TokenizerFast(tokenizer_object=bpe._tokenizer, bos_token=END, eos_token=END,
-                                  unk_token=END)
-    torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_positions=64, n_embd=32,
-                                       n_layer=2, n_head=4))
-    folder = tmp_path_factory.mktemp("tiny-gpt2-predictions")
-    model.save_pretrained(folder, safe_serialization=True)
-    tokenizer.save_pretrained(folder)
-    return load_causal_lm(str(folder))
+    """A tiny random GPT-2 with a byte-level BPE (tests/tiny_models.py)."""
+    return tiny_models.tiny_bpe_gpt2(tmp_path_factory.mktemp("tiny-gpt2-predictions"))
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,8 @@ from torch import nn
 from models.attention import MultiHeadAttention
 from models.encoder import EncoderLayer
 from models.seq2seq import DecoderLayer, EncoderDecoder, Seq2SeqConfig, Seq2SeqModel, padding_masks
-from models.seq2seq_training import (TrainedTranslator, TrainingSettings, cache_folder, load_or_train,
-                                     train, translate)
+from models.seq2seq_training import load_or_train, train, translate
+from models.trained_translator import TrainedTranslator, TrainingSettings, cache_folder
 from models.translation_task import (EXAMPLE_SENTENCES, TaskSettings, check_source, make_task,
                                      reference_translations)
 from models.record import AttentionRecord

@@ -14,7 +14,8 @@ import pandas as pd
 import streamlit as st
 
 from models.source import ModelSource
-from ui import long_inputs
+from ui import charts, long_inputs
+from viz.long_view import WINDOW_TOKENS, window_figure
 
 
 def window_start(label: str, last: int, key: str, default: int, container) -> int:
@@ -32,6 +33,18 @@ class LongStatistics:
     num_layers: int
     num_heads: int
     num_tokens: int
+
+
+def exact_window(weights, tokens: tuple[str, ...], layer: int, head: int, prefix: str,
+                 sliders, picture) -> None:
+    """Two sliders (in `sliders`) choosing a window of a long input's head, and its exact
+    weights with the tokens (in `picture`); the window starts on the last queries."""
+    last = max(len(tokens) - WINDOW_TOKENS, 0)
+    query_start = window_start("Window: first query", last, f"{prefix}_window_query", last,
+                               sliders)
+    key_start = window_start("Window: first key", last, f"{prefix}_window_key", 0, sliders)
+    charts.show(window_figure(weights, tokens, layer, head, query_start, key_start),
+                key=f"{prefix}_long_window", container=picture)
 
 
 def statistics(source: ModelSource, text: str, pair: str) -> LongStatistics:
