@@ -118,6 +118,7 @@ def test_the_all_heads_page_reads_a_long_decoder_input_whole(decoder_runner):
     toggle = at.toggle(key="all_long")
     assert f"Read all {count:,} tokens" in toggle.label
     assert "were dropped" in texts(at)  # without the toggle: the full trace's first tokens
+    assert "can read up to 4,096 tokens, layer by layer" in texts(at)
     at = run_page("all_heads", text=text, state={"sb_kind": "decoder", "all_long": True,
                                                  "all_layer": 29, "all_head": 8,
                                                  "all_window_query": 100, "all_window_key": 40})

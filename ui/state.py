@@ -15,6 +15,7 @@ from models.limits import MAX_TEXT_CHARS
 from models.pretrained import DEFAULT_MODEL, LoadedModel
 from models.record import AttentionRecord
 from models.source import Kind, LoadedSource, ModelSource
+from models.streaming import long_limit
 from models.trace import Trace
 from ui import cache, charts
 from ui.text import plain
@@ -177,7 +178,10 @@ def current_trace() -> Trace | None:
     if len(st.session_state.get("sb_text") or "") > MAX_TEXT_CHARS:
         st.warning(f"Only the first {MAX_TEXT_CHARS:,} characters of the text are used.")
     if result.record.dropped_tokens:
-        st.warning(runner.limit_notice(result.record.dropped_tokens))
+        further = (" The All heads, Attention maps and Head statistics pages can read up to "
+                   f"{long_limit(runner):,} tokens, layer by layer."
+                   if long_limit(runner) > runner.max_tokens else "")
+        st.warning(runner.limit_notice(result.record.dropped_tokens) + further)
     if given.source.kind is Kind.SCRATCH_COPIED:
         difference = cache.copied_difference(given.source.name, given.text, given.pair)
         st.success(
