@@ -134,6 +134,18 @@ def test_head_view_numbers_its_colours_and_a_double_click_isolates_a_head(app_ur
     assert_clean(page)
 
 
+def settled_boxes(page, element, inner, polls: int = 40) -> tuple[dict, dict]:
+    """The frame's and the drawing's boxes once the frame has taken its final height (it is
+    resized after its script has drawn; on a busy machine that can come a moment later)."""
+    outer, drawing = element.bounding_box(), inner.bounding_box()
+    for _ in range(polls):
+        if drawing["y"] + drawing["height"] <= outer["y"] + outer["height"] + 0.5:
+            break
+        page.wait_for_timeout(250)
+        outer, drawing = element.bounding_box(), inner.bounding_box()
+    return outer, drawing
+
+
 def test_model_view_fits_its_frame_with_every_head_and_draws_the_chosen_ones(app_url, page):
     open_page(page, f"{app_url}/bertviz_views", "bertviz views")
     page.get_by_text("Model view", exact=True).click()
@@ -141,8 +153,7 @@ def test_model_view_fits_its_frame_with_every_head_and_draws_the_chosen_ones(app
     element, frame = frame_of(page, MODEL_VIEW_FRAME)
     frame.locator(".attn_background").nth(6 * HEADS - 1).wait_for(state="attached",
                                                                   timeout=60_000)
-    outer = element.bounding_box()
-    drawing = frame.locator("#vis svg").bounding_box()  # in page coordinates
+    outer, drawing = settled_boxes(page, element, frame.locator("#vis svg"))  # page coordinates
     assert drawing["x"] >= outer["x"] and drawing["x"] + drawing["width"] <= outer["x"] + \
         outer["width"] + 0.5, (drawing, outer)
     assert drawing["y"] + drawing["height"] <= outer["y"] + outer["height"] + 0.5
