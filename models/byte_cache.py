@@ -10,6 +10,8 @@ that do not report their own size.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import dataclasses
 import sys
 import threading
@@ -27,6 +29,25 @@ def size_of(value: Any) -> int:
     if isinstance(value, tuple):
         return sum(size_of(item) for item in value)
     return int(getattr(value, "nbytes", 0))
+
+
+def _trim_function():
+    """glibc's malloc_trim, or None where there is no glibc."""
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
+_MALLOC_TRIM = _trim_function()
+
+
+def release_freed_memory() -> None:
+    """Hand memory the allocator keeps after frees back to the system (glibc keeps freed heap
+    pages for reuse, so without this a server's resident memory stays at its high-water mark
+    after a cache drops values)."""
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
 
 
 def array_bytes(value: Any) -> int:
@@ -148,9 +169,14 @@ class ByteBudgetCache:
                 self._total -= old[1]
             self._values[key] = (value, size)
             self._total += size
+            evicted = []  # released outside the lock
             while self._total > self.budget_bytes:
-                _, (_, dropped) = self._values.popitem(last=False)
+                _, (dropped_value, dropped) = self._values.popitem(last=False)
+                evicted.append(dropped_value)
                 self._total -= dropped
+        if evicted:
+            evicted.clear()  # the last references this store held
+            release_freed_memory()
 
     def clear(self) -> None:
         with self._lock:

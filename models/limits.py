@@ -6,7 +6,7 @@ MIB = 2**20
 GIB = 2**30
 
 # Computed traces (records and what views derive from them) kept for reuse across sessions.
-TRACE_CACHE_BYTES = 1024 * MIB
+TRACE_CACHE_BYTES = 768 * MIB
 # One trace may not exceed this (the decoder's token limit is chosen so it does not).
 TRACE_BYTES = 160 * MIB
 # From-scratch encoders kept at once (one per seed typed; about 20-40 MB each with a BERT vocabulary).
@@ -14,14 +14,14 @@ SCRATCH_ENCODERS = 4
 # Per-input results of the other pages, each store least-recently-used by bytes (ui/byte_caches.py,
 # ui/layer_walk_cache.py, ui/finetune_cache.py): what a classroom types cannot grow them further.
 # Ablations, knockouts and detector runs (one decoder comparison at its token limit is ~270 MB).
-ANALYSIS_CACHE_BYTES = 384 * MIB
+ANALYSIS_CACHE_BYTES = 320 * MIB
 # Teaching pages, translations, fine-tuning before/after, layer walks and generations.
-RESULT_CACHE_BYTES = 384 * MIB
+RESULT_CACHE_BYTES = 256 * MIB
 # Random from-scratch encoders of the layer-walk page (~90 MB at width 384 with BERT's vocabulary).
-WALK_ENCODER_BYTES = 192 * MIB
+WALK_ENCODER_BYTES = 128 * MIB
 # Classifiers fine-tuned on this server (a MiniLM copy is ~90 MB). The newest is kept even alone
 # over this budget (it is at most a MODEL_BYTES model and its head).
-FINETUNED_BYTES = 384 * MIB
+FINETUNED_BYTES = 256 * MIB
 # Hugging Face encoder–decoders loaded on the cross-attention page kept at once (each refused
 # above MODEL_BYTES like every model); loading another unloads the least recently used.
 SEQ2SEQ_MODELS = 1

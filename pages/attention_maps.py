@@ -34,7 +34,8 @@ if read_all:
         f"One head over all **{streamed.num_tokens:,}** tokens. Each row is a **query** token and "
         "each column a **key** token. The whole map is shrunk to fit: a cell shows the largest "
         "weight of a block of tokens, so thin diagonals and bright columns stay visible. Below, "
-        "a window of the exact weights, with the tokens.")
+        "a window of the exact weights, with the tokens. Over thousands of keys the weights are "
+        "small, so the colours run from 0 to this head's largest weight.")
     layer, head = layer_and_head(streamed.num_layers, streamed.num_heads, controls)
     controls.caption(
         f"The layer's other heads are not drawn for a long input: a grid of every head of a "

@@ -136,11 +136,20 @@ def set_sidebar_text(page, text: str) -> None:
 
 
 def wait_idle(page, timeout_ms: int = 60_000) -> None:
-    """Wait until Streamlit has finished running the script (its status widget disappears)."""
+    """Wait until Streamlit has finished running the script: the app root's script state reads
+    "notRunning" and stays so for 200 ms. (The status widget is no signal: the app's
+    toolbarMode = "minimal" never shows it.)"""
     page.wait_for_timeout(300)
     page.wait_for_function(
-        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout_ms
-    )
+        """() => {
+            const app = document.querySelector('[data-testid="stApp"]');
+            if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') {
+                window.__explorerIdleSince = undefined;
+                return false;
+            }
+            window.__explorerIdleSince = window.__explorerIdleSince || performance.now();
+            return performance.now() - window.__explorerIdleSince > 200;
+        }""", timeout=timeout_ms, polling=100)
 
 
 def visit(page, url: str, path: str, heading: str, text: str | None = None) -> None:

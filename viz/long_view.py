@@ -1,7 +1,8 @@
 """One head of a long input: the whole map pooled to a readable size, and an exact window.
 
 A 4,096-token map has 16.7 million cells: far more than a browser can draw or an eye can read.
-The whole map is max-pooled to at most POOLED_CELLS blocks a side (a block shows its largest
+Both figures colour from 0 to the head's largest weight (see colour_top). The whole map is
+max-pooled to at most POOLED_CELLS blocks a side (a block shows its largest
 weight, so thin diagonals and sink columns stay visible, and the hover names the block's token
 ranges); a window of at most WINDOW_TOKENS tokens a side shows the exact weights with tokens.
 """
@@ -40,7 +41,7 @@ def pooled_head_figure(weights: np.ndarray, layer: int, head: int,
                                               np.array(columns, dtype=object)[None, :]), axis=-1)
     figure = go.Figure(go.Heatmap(
         z=pooled, customdata=customdata, hovertemplate=POOLED_HOVER,
-        colorscale=style.COLORSCALE, zmin=0.0, zmax=1.0,
+        colorscale=style.COLORSCALE, zmin=0.0, zmax=colour_top(weights),
         colorbar=dict(title=dict(text="weight"), thickness=14),
     ))
     side = style.heatmap_size(min(max(queries, keys), cells))
@@ -61,6 +62,13 @@ def pooled_head_figure(weights: np.ndarray, layer: int, head: int,
     return figure
 
 
+def colour_top(weights: np.ndarray) -> float:
+    """The top of a long input's colour scale: the head's largest weight. Over thousands of keys
+    a head's weights are small, and on a fixed 0-to-1 scale a spread-out head would look empty;
+    both of its figures share this scale, and the hover gives every exact value."""
+    return float(weights.max()) or 1.0
+
+
 def _tick_values(count: int, labels: int = 9) -> list[int]:
     return sorted(set(np.linspace(0, count - 1, min(labels, count)).round().astype(int).tolist()))
 
@@ -75,4 +83,4 @@ def window_figure(weights: np.ndarray, tokens: tuple[str, ...], layer: int, head
     return matrix_heatmap(
         weights[q0:q1, k0:k1], tuple(tokens[k0:k1]),
         f"Layer {layer} · Head {head}: queries {q0}–{q1 - 1} over keys {k0}–{k1 - 1}, exact",
-        query_tokens=tuple(tokens[q0:q1]), starts=(q0, k0))
+        query_tokens=tuple(tokens[q0:q1]), starts=(q0, k0), zmax=colour_top(weights))

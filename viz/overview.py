@@ -65,6 +65,7 @@ def pooled_heads_figure(pooled: np.ndarray, num_tokens: int, num_keys: int,
     queries and `num_keys` keys (a long input's maps are pooled layer by layer as they stream)."""
     z = tiled(pooled)
     layers, heads = pooled.shape[:2]
+    tile_px = tile_size(heads)
     side, width = z.shape[0] // layers, z.shape[1] // heads  # one tile: rows x columns
     figure = go.Figure(go.Heatmap(
         z=z, colorscale=style.COLORSCALE, zmin=0, zmax=100,
@@ -89,16 +90,15 @@ def pooled_heads_figure(pooled: np.ndarray, num_tokens: int, num_keys: int,
         x=np.array(column_centres)[tile_heads], y=np.array(row_centres)[tile_layers],
         mode="markers", name=TILE_TRACE, showlegend=False,
         customdata=np.stack([tile_layers, tile_heads], axis=-1),
-        marker=dict(symbol="square", size=style.OVERVIEW_TILE_PX * TILE_MARKER_SHARE,
+        marker=dict(symbol="square", size=tile_px * TILE_MARKER_SHARE,
                     color="rgba(0, 0, 0, 0)"),
         hovertemplate="Layer %{customdata[0]} · Head %{customdata[1]}<br>click to open it below"
                       "<extra></extra>",
     ))
     pooled = side < num_tokens or width < num_keys
-    tile_px = style.OVERVIEW_TILE_PX
     figure.update_layout(
         shapes=shapes, font=style.FONT, plot_bgcolor="white", clickmode="event+select",
-        width=heads * tile_px + 160, height=layers * tile_px + 110,
+        width=heads * tile_px + style.OVERVIEW_EXTRA_WIDTH_PX, height=layers * tile_px + 110,
         margin=dict(l=10, r=10, t=80, b=10),
         title=dict(text=f"All {layers} layers × {heads} heads"
                         + (f" (each map max-pooled to {side}×{width})" if pooled else "")),
@@ -108,6 +108,13 @@ def pooled_heads_figure(pooled: np.ndarray, num_tokens: int, num_keys: int,
                    autorange="reversed", showgrid=False, zeroline=False, scaleanchor="x"),
     )
     return figure
+
+
+def tile_size(heads: int) -> int:
+    """A tile's side in px: as large as OVERVIEW_TILE_PX, as small as `heads` tiles across the
+    mosaic's column need (so a 30-layer mosaic is not drawn in a figure twice its height)."""
+    fitting = (style.OVERVIEW_WIDTH_PX - style.OVERVIEW_EXTRA_WIDTH_PX) // max(heads, 1)
+    return int(min(style.OVERVIEW_TILE_PX, max(style.OVERVIEW_MIN_TILE_PX, fitting)))
 
 
 def clicked_tile(points: list[dict], num_layers: int, num_heads: int) -> tuple[int, int] | None:

@@ -47,7 +47,12 @@ TOP_AXIS_MARGIN_PX = 110  # a title above an x axis drawn at the top
 STEP_COLOURS = ("#6baed6", "#3182bd", "#08519c")  # q.k, scaled, softmax
 TILE_OUTLINE = "#c7c7c7"
 SELECTED_OUTLINE = "#d62728"
-OVERVIEW_TILE_PX = 88
+OVERVIEW_TILE_PX = 88  # the largest tile of the all-heads mosaic
+OVERVIEW_MIN_TILE_PX = 24
+# The mosaic's column at a projector's 1280 px with the sidebar open: tiles are sized so the
+# figure's height matches the width it is drawn at (no band of empty figure under the tiles).
+OVERVIEW_WIDTH_PX = 640
+OVERVIEW_EXTRA_WIDTH_PX = 160  # labels and colour bar beside the tiles
 
 # Adaptive attention span
 SPAN_CURVE_COLOR = "#08519c"  # m_z(x)
