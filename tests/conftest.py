@@ -50,3 +50,20 @@ def browser():
 
     with launch_chromium() as chromium:
         yield chromium
+
+
+@pytest.fixture(scope="session")
+def decoder_runner(smollm2_model):
+    """The embedded SmolLM2 as a model source, loaded once for the session."""
+    from models.decoder import DEFAULT_DECODER
+    from models.source import Kind, ModelSource
+
+    return ModelSource(Kind.DECODER, DEFAULT_DECODER).load(decoder=lambda name: smollm2_model)
+
+
+@pytest.fixture(scope="session")
+def encoder_runner(default_model):
+    """The embedded MiniLM as a model source, loaded once for the session."""
+    from models.source import Kind, ModelSource
+
+    return ModelSource(Kind.ENCODER, DEFAULT_MODEL).load(pretrained=lambda name: default_model)

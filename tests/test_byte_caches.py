@@ -395,3 +395,16 @@ def test_a_session_stopped_mid_computation_does_not_stop_the_one_waiting_for_it(
     for thread in threads:
         thread.join()
     assert outcomes == {"first": "rerun", "second": "computed here"}
+
+
+def test_a_copied_from_scratch_encoder_is_kept_once_whatever_the_seed():
+    """The seed only shapes random weights: copies of one model under eight seeds are one copy."""
+    from models.source import Kind, ModelSource
+    from ui import cache
+
+    copies = {id(cache.loaded(ModelSource(Kind.SCRATCH_COPIED, DEFAULT_MODEL, seed)).model)
+              for seed in range(8)}
+    assert len(copies) == 1
+    randoms = {id(cache.loaded(ModelSource(Kind.SCRATCH_RANDOM, DEFAULT_MODEL, seed)).model)
+               for seed in (1, 2)}
+    assert len(randoms) == 2

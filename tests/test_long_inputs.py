@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
-from models.decoder import DEFAULT_DECODER
-from models.pretrained import DEFAULT_MODEL
 from models.source import Kind, ModelSource
 from models.streaming import exact_head, exact_layer, long_limit, prepare, stream
 from tests.app_support import array, figures, run_page, texts
+from tests.long_support import full_attentions
 from tests.tiny_models import tiny_gpt2
 from viz.overview import max_pool
 from viz.statistics import head_statistics
@@ -24,27 +22,9 @@ def text_of(count: int) -> str:
 
 
 @pytest.fixture(scope="module")
-def decoder_runner(smollm2_model):
-    return ModelSource(Kind.DECODER, DEFAULT_DECODER).load(decoder=lambda name: smollm2_model)
-
-
-@pytest.fixture(scope="module")
-def encoder_runner(default_model):
-    return ModelSource(Kind.ENCODER, DEFAULT_MODEL).load(pretrained=lambda name: default_model)
-
-
-@pytest.fixture(scope="module")
 def gpt2_runner(tmp_path_factory, default_model):
     loaded = tiny_gpt2(tmp_path_factory.mktemp("gpt2"), default_model)
     return ModelSource(Kind.DECODER, "tiny-gpt2").load(decoder=lambda name: loaded)
-
-
-def full_attentions(runner, encoded) -> list[np.ndarray]:
-    inputs = runner.model_inputs(encoded)
-    extra = {"use_cache": False} if runner.causal else {}
-    with torch.inference_mode():
-        output = runner.model(**inputs, output_attentions=True, **extra)
-    return [layer[0].numpy() for layer in output.attentions]
 
 
 @pytest.mark.parametrize("which", ["encoder_runner", "decoder_runner", "gpt2_runner"])

@@ -5,14 +5,10 @@ pages reading a decoder input longer than a full trace keeps."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
-import torch
 
-from models.decoder import DEFAULT_DECODER
-from models.pretrained import DEFAULT_MODEL
-from models.source import Kind, ModelSource
 from models.streaming import prepare, stream
 from tests.app_support import array, figures, run_page, texts
+from tests.long_support import full_attentions
 from viz.statistics import (NUMERIC_COLUMNS, StatisticsInput, head_statistics, is_punctuation,
                             layer_statistics, statistics_table)
 
@@ -22,25 +18,6 @@ LONG_STATE = {"sb_kind": "decoder"}
 
 def text_of(count: int) -> str:
     return " ".join(WORDS[:count])
-
-
-@pytest.fixture(scope="module")
-def decoder_runner(smollm2_model):
-    return ModelSource(Kind.DECODER, DEFAULT_DECODER).load(decoder=lambda name: smollm2_model)
-
-
-@pytest.fixture(scope="module")
-def encoder_runner(default_model):
-    return ModelSource(Kind.ENCODER, DEFAULT_MODEL).load(pretrained=lambda name: default_model)
-
-
-def full_attentions(runner, encoded) -> list[np.ndarray]:
-    """Each layer's (H, Q, K) maps from the model's own forward with output_attentions."""
-    inputs = runner.model_inputs(encoded)
-    extra = {"use_cache": False} if runner.causal else {}
-    with torch.inference_mode():
-        output = runner.model(**inputs, output_attentions=True, **extra)
-    return [layer[0].numpy() for layer in output.attentions]
 
 
 def streamed_statistics(runner, text: str, pair: str | None = None):

@@ -68,7 +68,8 @@ def loaded(source: ModelSource) -> LoadedSource:
     copy, so dropping it from the registry frees it); from-scratch encoders are kept apart."""
     if source.kind in (Kind.ENCODER, Kind.DECODER):
         return source.load(pretrained=pretrained, decoder=decoder)
-    key = f"{source.kind.value}|{model_identity(source.name)}|{source.seed}"
+    seed = source.seed if source.kind is Kind.SCRATCH_RANDOM else 0  # copied weights: no seed
+    key = f"{source.kind.value}|{model_identity(source.name)}|{seed}"
     return _kept(_scratch_encoders(), key, lambda: source.load(pretrained=pretrained),
                  "Preparing the from-scratch encoder…")
 
