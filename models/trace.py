@@ -23,6 +23,40 @@ from models.record import AttentionRecord
 from models.tokenize import EncodedText
 
 
+class LayerStack:
+    """One array per layer, read like the (L, ...) stack of them without building it: `[l]` is
+    layer l's array and `[l, ...]` indexes into it; `shape` is the stack's. A captured forward's
+    vectors stay the arrays the model wrote (views of its tensors), with no copy."""
+
+    def __init__(self, layers):
+        self.layers = tuple(layers)
+        shapes = {layer.shape for layer in self.layers}
+        if not self.layers or len(shapes) != 1:
+            raise ValueError(f"a layer stack needs layers of one shape, got {sorted(shapes)}")
+        for layer in self.layers:
+            layer.setflags(write=False)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (len(self.layers), *self.layers[0].shape)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(layer.nbytes for layer in self.layers)
+
+    def __len__(self) -> int:
+        return len(self.layers)
+
+    def __getitem__(self, index):
+        if isinstance(index, tuple):
+            return self.layers[index[0]][index[1:]]
+        return self.layers[index]
+
+    def __array__(self, dtype=None, copy=None):
+        stacked = np.stack(self.layers)
+        return stacked if dtype is None else stacked.astype(dtype)
+
+
 @dataclass(frozen=True)
 class Predictions:
     """What a language-model head predicted, from the trace's own logits.
@@ -61,10 +95,10 @@ class Trace:
     """
 
     record: AttentionRecord
-    query: np.ndarray
-    key: np.ndarray
-    value: np.ndarray
-    context: np.ndarray
+    query: LayerStack | np.ndarray
+    key: LayerStack | np.ndarray
+    value: LayerStack | np.ndarray
+    context: LayerStack | np.ndarray
     scaling: tuple[float, ...]
     allowed: np.ndarray
     input_ids: tuple[int, ...]
@@ -86,8 +120,10 @@ class Trace:
             raise ValueError("mask or input ids do not fit the record")
         if self.value_norms is not None and self.value_norms.shape != (layers, heads, tokens):
             raise ValueError(f"value norms {self.value_norms.shape} do not fit the record")
-        for name in ("query", "key", "value", "context", "allowed"):
-            getattr(self, name).setflags(write=False)
+        for name in ("query", "key", "value", "context"):
+            if isinstance(getattr(self, name), np.ndarray):  # one array: kept as a stack
+                object.__setattr__(self, name, LayerStack(getattr(self, name)))
+        self.allowed.setflags(write=False)
 
     @property
     def kv_group(self) -> int:
@@ -147,10 +183,11 @@ def trace_from_run(run: CapturedRun, encoded: EncodedText, source: str, causal: 
     )
     return Trace(
         record=record,
-        query=_stack(run, "query"),
-        key=_stack(run, "key"),
-        value=_stack(run, "value"),
-        context=_stack(run, "context").transpose(0, 2, 1, 3).copy(),  # (L, H, T, Dh)
+        query=_layers(run, "query"),
+        key=_layers(run, "key"),
+        value=_layers(run, "value"),
+        context=LayerStack(layer.transpose(1, 0, 2)  # (T, H, Dh) -> (H, T, Dh), a view
+                           for layer in _layers(run, "context").layers),
         scaling=tuple(captured.scaling for captured in run.layers),
         allowed=allowed_positions(encoded, causal),
         input_ids=tuple(int(i) for i in encoded.input_ids[0]),
@@ -161,12 +198,13 @@ def trace_from_run(run: CapturedRun, encoded: EncodedText, source: str, causal: 
 
 
 def _item_zero(batch: torch.Tensor) -> np.ndarray:
-    """Batch item 0 as a float32 array: the tensor's own memory when it is float32 and the
-    batch holds one item, else a copy (so a view does not keep the other items alive)."""
+    """Batch item 0 as a float32 array: the tensor's own memory (strided as the model left it)
+    when it is float32 and the batch holds one item, else a copy (so a view does not keep the
+    other items alive)."""
     item = batch[0]
     if item.dtype != torch.float32:
         return item.float().numpy()
-    return item.numpy() if batch.size(0) == 1 and item.is_contiguous() else item.clone().numpy()
+    return item.numpy() if batch.size(0) == 1 else item.clone().numpy()
 
 
 def _value_norms(run: CapturedRun) -> np.ndarray | None:
@@ -175,10 +213,6 @@ def _value_norms(run: CapturedRun) -> np.ndarray | None:
     return np.stack([value_norms(captured)[0].float().numpy() for captured in run.layers])
 
 
-def _stack(run: CapturedRun, name: str) -> np.ndarray:
-    first = getattr(run.layers[0], name)[0]
-    stacked = np.empty((len(run.layers), *first.shape), dtype=np.float32)
-    target = torch.from_numpy(stacked)
-    for layer, captured in enumerate(run.layers):
-        target[layer].copy_(getattr(captured, name)[0])
-    return stacked
+def _layers(run: CapturedRun, name: str) -> LayerStack:
+    """Batch item 0 of one captured vector, per layer, as the arrays the model wrote."""
+    return LayerStack(_item_zero(getattr(captured, name)) for captured in run.layers)
