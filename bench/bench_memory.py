@@ -308,7 +308,7 @@ def model_folders(base: Path, count: int) -> list[Path]:
     return folders
 
 
-SECTIONS = ("texts", "seeds", "folders", "pages", "exports")
+SECTIONS = ("texts", "seeds", "folders", "pages", "exports", "long")
 SOURCE_SENTENCES = ("the red car is fast", "she sees the green books", "the white cat is heavy",
                     "the red cars are fast", "the green book is heavy", "she sees the white cat",
                     "the heavy books are green", "the fast cat sees the red car")
@@ -431,6 +431,33 @@ def page_steps(page, url: str, step, seed) -> None:
              lambda sentence=sentence: type_into(page, "Source sentence (English)", sentence))
 
 
+LONG_SENTENCE = "I saw a cat and a dog by the old red barn, so we ran to it."
+LONG_STREAM_MS = 900_000  # 30 layers of 9 maps of 4,096 x 4,096 on two cores
+
+
+def long_steps(page, step) -> None:
+    """Two 4,096-token texts read whole on the decoder's all-heads page (each streamed forward
+    holds one layer's maps, ~1.8 GB, while it runs), then exact heads opened from them."""
+    def open_all_heads():
+        visit_page(page, "All heads at once", "All heads at once")
+        choose_kind(page, KIND_TITLES[1])
+    step("all heads page, decoder", open_all_heads)
+    for index, opener in enumerate(("", "We ")):
+        def read_whole(opener=opener):
+            set_text(page, opener + " ".join([LONG_SENTENCE] * 330))
+            toggle = page.get_by_role("switch", name="Read all 4,096 tokens, layer by layer")
+            if not toggle.is_checked():
+                page.get_by_text("Read all 4,096 tokens, layer by layer").first.click()
+            main_area(page).locator(".js-plotly-plot .gtitle").filter(
+                has_text="all 4096 tokens").first.wait_for(timeout=LONG_STREAM_MS)
+            settle(page)
+        step(f"  4,096-token text {index} read whole", read_whole)
+        for key in ("End", "Home"):
+            def open_head(key=key):
+                return f"layer {slider_to(page, 'Layer', key)}"
+            step(f"  exact head, layer slider {key}", open_head)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -511,6 +538,8 @@ def main() -> None:
                     for label in ("Head as CSV", "Layer as JSON", "All heads as NPZ"):
                         step(f"export {label} ({model_title[:18]})",
                              lambda label=label: f"{download(page, label) / 2**20:.1f} MB")
+            if "long" in sections:  # last: every store is full when the long forwards run
+                long_steps(page, step)
         peak = monitor.peak
     finally:
         shutil.rmtree(base, ignore_errors=True)
