@@ -32,12 +32,7 @@ def draw_mosaic(mosaic, controls, picture, shape) -> None:
 st.title("All heads at once")
 given = sidebar_input()
 long = long_inputs.long_count(given.source, given.text, given.pair)
-read_all = long is not None and st.toggle(
-    f"Read all {long.tokens:,} tokens, layer by layer", key="all_long",
-    help=f"The other views keep the first {long.kept} tokens with every map in full. This one "
-         f"streams up to {long.limit:,} tokens: each layer's maps are pooled as they are computed "
-         "and let go, and the head you pick is computed again, exactly, on its own. About a "
-         "minute at 4,096 tokens on this machine, once per text for everyone on the server.")
+read_all = long is not None and st.toggle(**long_views.read_all_text(long), key="all_long")
 if read_all:
     overview = long_inputs.overview(given.source, given.text, given.pair)
     streamed = overview.streamed

@@ -20,12 +20,7 @@ def layer_and_head(num_layers: int, num_heads: int, controls) -> tuple[int, int]
 st.title("Attention maps")
 given = sidebar_input()
 long = long_inputs.long_count(given.source, given.text, given.pair)
-read_all = long is not None and st.toggle(
-    f"Read all {long.tokens:,} tokens, layer by layer", key="maps_long",
-    help=f"The map below keeps the first {long.kept} tokens, with every head in full. This "
-         f"reads up to {long.limit:,} tokens: the model runs layer by layer without keeping its "
-         "maps, and the head you pick is computed again, exactly, on its own. About a minute at "
-         "4,096 tokens on this machine, once per text for everyone on the server.")
+read_all = long is not None and st.toggle(**long_views.read_all_text(long), key="maps_long")
 if read_all:
     overview = long_inputs.overview(given.source, given.text, given.pair)
     streamed = overview.streamed

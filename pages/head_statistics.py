@@ -50,12 +50,7 @@ intro.markdown(
 )
 given = sidebar_input()
 long = long_inputs.long_count(given.source, given.text, given.pair)
-read_all = long is not None and intro.toggle(
-    f"Read all {long.tokens:,} tokens, layer by layer", key="stats_long",
-    help=f"The table otherwise measures the first {long.kept} tokens. This reads up to "
-         f"{long.limit:,}: the model runs layer by layer, each layer's heads are measured as soon "
-         "as it has computed them and its maps are let go. About a minute at 4,096 tokens on "
-         "this machine, once per text for everyone on the server.")
+read_all = long is not None and intro.toggle(**long_views.read_all_text(long), key="stats_long")
 if read_all:
     measured = long_views.statistics(given.source, given.text, given.pair)
     st.caption("For a long input the norm-based columns (‖α·f(x)‖) are left out: they are not "

@@ -18,6 +18,19 @@ from ui import charts, long_inputs
 from viz.long_view import WINDOW_TOKENS, window_figure
 
 
+def read_all_text(long: long_inputs.LongCount) -> dict[str, str]:
+    """The label and help of a page's "Read all N tokens" toggle (the toggle itself stays in the
+    page, where links find its key)."""
+    return dict(
+        label=f"Read all {long.tokens:,} tokens, layer by layer",
+        help=f"This view otherwise keeps the first {long.kept} tokens, with every map in full. "
+             f"Turned on, it reads up to {long.limit:,} tokens: the model runs layer by layer "
+             "and each layer's maps are measured and pooled as soon as they are computed, then "
+             "let go; the head you pick is computed again, exactly, on its own. About a minute "
+             "at 4,096 tokens on this machine, once per text for everyone on the server (the "
+             "All heads, Attention maps and Head statistics pages share it).")
+
+
 def window_start(label: str, last: int, key: str, default: int, container) -> int:
     """A window's first position, 0..last, kept valid when the text changes."""
     value = st.session_state.get(key, default)
