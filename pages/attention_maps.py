@@ -30,7 +30,7 @@ if read_all:
         "each column a **key** token. The whole map is shrunk to fit: a cell shows the largest "
         "weight of a block of tokens, so thin diagonals and bright columns stay visible. Below, "
         "a window of the exact weights, with the tokens. Over thousands of keys the weights are "
-        "small, so the colours run from 0 to this head's largest weight.")
+        "small, so the colours run from 0 to a top read from this head (the colour bar shows it).")
     layer, head = layer_and_head(streamed.num_layers, streamed.num_heads, controls)
     controls.caption(
         f"The layer's other heads are not drawn for a long input: a grid of every head of a "

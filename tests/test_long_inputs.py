@@ -132,3 +132,17 @@ def test_a_long_inputs_head_and_thumbnails_download_as_npz_without_pickles():
     with np.load(io.BytesIO(thumbnails_npz(pooled, tokens, "SmolLM2")), allow_pickle=False) as f:
         assert f["weights"].shape == (2, 3, 4, 4)
         assert "max-pooled" in json.loads(str(f["metadata"]))["maps"]
+
+
+def test_a_spread_out_causal_heads_colours_are_not_set_by_its_first_rows():
+    """Row i of an even causal head holds 1 / (i + 1): the first rows' large weights must not
+    make the other 4,000 rows colourless."""
+    from viz.long_view import colour_top, pooled_head_figure, window_figure
+
+    count = 1024
+    weights = np.tril(np.ones((count, count), np.float32)) / np.arange(1, count + 1)[:, None]
+    top = colour_top(weights)
+    assert 1 / count < top < 0.1
+    tokens = tuple(f"t{i}" for i in range(count))
+    assert pooled_head_figure(weights, 0, 0).data[0].zmax == top
+    assert window_figure(weights, tokens, 0, 0, 500, 0).data[0].zmax == top

@@ -1,7 +1,7 @@
 """One head of a long input: the whole map pooled to a readable size, and an exact window.
 
 A 4,096-token map has 16.7 million cells: far more than a browser can draw or an eye can read.
-Both figures colour from 0 to the head's largest weight (see colour_top). The whole map is
+Both figures colour from 0 to a top read from the head itself (see colour_top). The whole map is
 max-pooled to at most POOLED_CELLS blocks a side (a block shows its largest
 weight, so thin diagonals and sink columns stay visible, and the hover names the block's token
 ranges); a window of at most WINDOW_TOKENS tokens a side shows the exact weights with tokens.
@@ -17,6 +17,7 @@ from viz.heatmap import matrix_heatmap
 from viz.overview import block_edges, max_pool
 
 POOLED_CELLS = 256
+TOP_PERCENTILE = 99
 WINDOW_TOKENS = 64
 POOLED_HOVER = ("queries %{customdata[0]}<br>keys %{customdata[1]}<br>"
                 "largest weight %{z:.4f}<extra></extra>")
@@ -62,11 +63,15 @@ def pooled_head_figure(weights: np.ndarray, layer: int, head: int,
     return figure
 
 
-def colour_top(weights: np.ndarray) -> float:
-    """The top of a long input's colour scale: the head's largest weight. Over thousands of keys
-    a head's weights are small, and on a fixed 0-to-1 scale a spread-out head would look empty;
-    both of its figures share this scale, and the hover gives every exact value."""
-    return float(weights.max()) or 1.0
+def colour_top(weights: np.ndarray, cells: int = POOLED_CELLS) -> float:
+    """The top of a long input's colour scale: the 99th percentile of the pooled map's non-zero
+    blocks. Over thousands of keys a head's weights are small, and the first rows of a causal
+    map (one key: weight 1) would set any maximum-based scale, so a spread-out head would look
+    empty; blocks above this saturate. Both of a head's figures share it; hovers give exact
+    values."""
+    pooled = max_pool(weights, cells)
+    seen = pooled[pooled > 0]
+    return float(min(np.percentile(seen, TOP_PERCENTILE), 1.0)) if seen.size else 1.0
 
 
 def _tick_values(count: int, labels: int = 9) -> list[int]:
