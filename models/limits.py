@@ -6,7 +6,7 @@ MIB = 2**20
 GIB = 2**30
 
 # Computed traces (records and what views derive from them) kept for reuse across sessions.
-TRACE_CACHE_BYTES = 768 * MIB
+TRACE_CACHE_BYTES = 512 * MIB
 # One trace may not exceed this (the decoder's token limit is chosen so it does not).
 TRACE_BYTES = 160 * MIB
 # From-scratch encoders kept at once (one per seed typed; about 20-40 MB each with a BERT vocabulary).

@@ -51,11 +51,12 @@ class LongStatistics:
 def exact_window(weights, tokens: tuple[str, ...], layer: int, head: int, prefix: str,
                  sliders, picture) -> None:
     """Two sliders (in `sliders`) choosing a window of a long input's head, and its exact
-    weights with the tokens (in `picture`); the window starts on the last queries."""
+    weights with the tokens (in `picture`); the window starts on the diagonal at the end (the
+    last queries over the keys just before them, where a causal head's local pattern is)."""
     last = max(len(tokens) - WINDOW_TOKENS, 0)
     query_start = window_start("Window: first query", last, f"{prefix}_window_query", last,
                                sliders)
-    key_start = window_start("Window: first key", last, f"{prefix}_window_key", 0, sliders)
+    key_start = window_start("Window: first key", last, f"{prefix}_window_key", last, sliders)
     charts.show(window_figure(weights, tokens, layer, head, query_start, key_start),
                 key=f"{prefix}_long_window", container=picture)
 
