@@ -31,7 +31,7 @@ def test_a_4096_token_text_on_the_decoder_draws_every_head(app_url, browser):
     whole = page.locator(".js-plotly-plot .gtitle").filter(
         has_text="Layer 0 · Head 0: all 4096 tokens")
     whole.wait_for(timeout=120_000)
-    window = page.locator(".js-plotly-plot .gtitle").filter(has_text="exact")
+    window = page.locator(".js-plotly-plot .gtitle").filter(has_text="Exact")
     window.first.wait_for(timeout=60_000)
     wait_idle(page, 120_000)
     page.screenshot(path=str(SCREENSHOTS / "long-input-all-heads.png"), full_page=True)

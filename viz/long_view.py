@@ -50,10 +50,11 @@ def pooled_head_figure(weights: np.ndarray, layer: int, head: int,
     figure.update_layout(
         title=dict(text=f"Layer {layer} · Head {head}: all {queries} tokens"
                         + (f"<br><sup>each cell: the largest weight of a block of "
-                           f"{queries / pooled.shape[0]:.0f}</sup>" if blocks else "")),
+                           f"{queries / pooled.shape[0]:.0f} queries × keys</sup>"
+                           if blocks else "")),
         font=style.FONT, width=side + style.HEATMAP_EXTRA_WIDTH, height=side,
         margin=style.HEATMAP_MARGIN, plot_bgcolor="white",
-        xaxis=dict(title="key block", side="top", showgrid=False, zeroline=False,
+        xaxis=dict(title=None, side="top", showgrid=False, zeroline=False,
                    tickmode="array", tickvals=_tick_values(len(columns)),
                    ticktext=[columns[i].split("–")[0] for i in _tick_values(len(columns))]),
         yaxis=dict(title="query block", autorange="reversed", showgrid=False, zeroline=False,
@@ -87,6 +88,5 @@ def window_figure(weights: np.ndarray, tokens: tuple[str, ...], layer: int, head
     q1, k1 = min(q0 + size, queries), min(k0 + size, keys)
     return matrix_heatmap(
         weights[q0:q1, k0:k1], tuple(tokens[k0:k1]),
-        f"Layer {layer} · Head {head}, exact<br><sup>queries {q0}–{q1 - 1}, keys "
-        f"{k0}–{k1 - 1}</sup>",
+        f"Exact · queries {q0}–{q1 - 1} × keys {k0}–{k1 - 1}",
         query_tokens=tuple(tokens[q0:q1]), starts=(q0, k0), zmax=colour_top(weights))
