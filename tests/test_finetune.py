@@ -17,7 +17,7 @@ from models.finetune import (PRETRAINED, SCRATCH, FinetuneSettings, default_sett
 from models.labelled_data import (MAX_BYTES, MAX_ROWS, LabelledData, LabelledDataError,
                                   load_shipped, parse_csv)
 from models.layer_walk import scratch_walk_config
-from ui.finetune_cache import TrainedModels, training_key
+from ui.finetune_cache import POLL_SECONDS, TrainedModels, training_key
 
 SENTENCES = [f"sentence number {i}" for i in range(12)]
 
@@ -179,7 +179,7 @@ def test_two_threads_asking_at_once_train_once():
         calls.append(threading.current_thread().name)
         for step in range(5):
             report(step / 5, f"step {step}")
-            time.sleep(0.05)
+            time.sleep(POLL_SECONDS)  # longer than a poll, so the waiters see steps
         return fake_result("trained")
 
     results, progress = [], []
