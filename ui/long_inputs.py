@@ -11,6 +11,7 @@ trace store; one long forward runs at a time on the server (each holds one layer
 from __future__ import annotations
 
 import atexit
+import functools
 import shutil
 import tempfile
 import threading
@@ -38,8 +39,16 @@ _ONE_AT_A_TIME = threading.Lock()
 # Each long input's per-layer inputs live in files under one folder per server process, removed
 # when the process ends; at most LONG_INPUT_DISK_BYTES of them, the least recently streamed
 # deleted first (their heads are then computed the slower way, from the start of the model).
-_SPILL_ROOT = Path(tempfile.mkdtemp(prefix="attention-explorer-long-"))
-atexit.register(shutil.rmtree, _SPILL_ROOT, True)
+
+
+@functools.cache
+def _spill_root() -> Path:
+    """The folder of this process's long inputs, made on the first long input (not at import)."""
+    root = Path(tempfile.mkdtemp(prefix="attention-explorer-long-"))
+    atexit.register(shutil.rmtree, root, True)
+    return root
+
+
 _SPILLS: OrderedDict[str, LayerInputs] = OrderedDict()
 _SPILLS_LOCK = threading.Lock()
 
@@ -150,7 +159,7 @@ def overview(source: ModelSource, text: str, pair: str) -> LongOverview:
             # (H, q, k) thumbnails (not a view of the maps) and (H,) numbers per statistic
             return max_pool(maps, THUMBNAIL_CELLS).copy(), layer_statistics(maps, given)
 
-        folder = _SPILL_ROOT / uuid.uuid4().hex
+        folder = _spill_root() / uuid.uuid4().hex
         try:
             streamed = one_at_a_time(lambda: stream(runner, text, pair or None, reduce,
                                                     keep_inputs=folder))
