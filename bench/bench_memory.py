@@ -194,17 +194,22 @@ def load_folder(page, name: str) -> str:
 
 
 def download(page, label: str) -> int:
-    """Click a download button; returns the downloaded file's size in bytes.
-
-    The export buttons build their file on click (deferred data), so on a busy server the file
-    can take minutes: the wait is ACTION_TIMEOUT_MS, and a download that never comes raises
-    (the step is printed as FAILED with the time waited)."""
+    """Download an export; returns the file's size in bytes. A large export is written to disk
+    when its "Prepare …" button is pressed (minutes on a busy server: the wait is
+    ACTION_TIMEOUT_MS), then its link downloads the file from the server's static folder; a
+    download that never comes raises (the step is printed as FAILED with the time waited)."""
     wait_idle(page, ACTION_TIMEOUT_MS)
-    button = page.get_by_role("button", name=label).first
-    button.wait_for(timeout=ACTION_TIMEOUT_MS)
-    button.scroll_into_view_if_needed()
+    wanted = label[:1].lower() + label[1:]
+    prepare = page.get_by_role("button", name=f"Prepare {wanted}")
+    if prepare.count():
+        prepare.first.scroll_into_view_if_needed()
+        prepare.first.click()
+        wait_idle(page, ACTION_TIMEOUT_MS)
+    link = page.get_by_role("link", name=f"⬇ {label}").first
+    link.wait_for(timeout=ACTION_TIMEOUT_MS)
+    link.scroll_into_view_if_needed()
     with page.expect_download(timeout=DOWNLOAD_TIMEOUT_MS) as info:
-        button.click()
+        link.click()
     path = info.value.path()  # waits until the file is complete
     size = Path(path).stat().st_size
     with contextlib.suppress(OSError):

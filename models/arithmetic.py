@@ -4,7 +4,8 @@ The trace (models/trace.py) holds every layer's query, key and value vectors as 
 computed them (after the rotary rotation for rotary models) and each head's weighted sum of
 values. `row_arithmetic` walks one row through q.k, the scaling, the mask, the softmax and the
 weighted sum of values; tests check that its softmax equals the model's attention row and its
-weighted sum equals the head output the model itself computed.
+weighted sum equals the head output the model itself computed. A long input has no full trace:
+`row_arithmetic_from_rows` walks the same steps from its layer's exact rows (models/long_rows.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from models.long_rows import ExactRows
 from models.trace import Trace
 
 
@@ -41,22 +43,41 @@ class RowArithmetic:
 def row_arithmetic(trace: Trace, layer: int, head: int, query_index: int) -> RowArithmetic:
     """softmax(q . K^T / sqrt(d_k), masked) and the weighted sum of V for one query row."""
     kv_head = trace.kv_head(head)
-    query = trace.query[layer, head, query_index]  # (Dh,)
-    keys = trace.key[layer, kv_head]  # (K, Dh)
-    values = trace.value[layer, kv_head]  # (K, Dh)
-    allowed = trace.allowed[query_index]  # (K,)
+    return walk_row(
+        layer, head, query_index, query=trace.query[layer, head, query_index],
+        keys=trace.key[layer, kv_head], values=trace.value[layer, kv_head],
+        allowed=trace.allowed[query_index], scaling=trace.scaling[layer],
+        model_output=trace.context[layer, head, query_index], kv_head=kv_head,
+        kv_group=trace.kv_group, rotary=trace.rotary)
+
+
+def row_arithmetic_from_rows(rows: ExactRows, head: int, query_index: int) -> RowArithmetic:
+    """The same walk for a row of a long input, from its layer's exact rows
+    (models.long_rows.exact_rows) instead of a full trace."""
+    at = rows.row(query_index)
+    kv_head = rows.kv_head(head)
+    return walk_row(
+        rows.layer, head, query_index, query=rows.query[head, at], keys=rows.key[kv_head],
+        values=rows.value[kv_head], allowed=rows.allowed[at], scaling=rows.scaling,
+        model_output=rows.context[head, at], kv_head=kv_head, kv_group=rows.kv_group,
+        rotary=rows.rotary)
+
+
+def walk_row(layer: int, head: int, query_index: int, query: np.ndarray, keys: np.ndarray,
+             values: np.ndarray, allowed: np.ndarray, scaling: float, model_output: np.ndarray,
+             kv_head: int = 0, kv_group: int = 1, rotary: bool = False) -> RowArithmetic:
+    """One row's steps from its query (Dh,), keys and values (K, Dh), mask (K,) and scaling."""
     dots = keys @ query  # (K,)
-    scale = 1.0 / trace.scaling[layer]  # sqrt(d_k) for the usual scaling
-    scaled = dots * np.float32(trace.scaling[layer])
+    scaled = dots * np.float32(scaling)  # (K,)
     weights = np.zeros_like(scaled)
     if allowed.any():
         shifted = np.exp(scaled[allowed] - scaled[allowed].max())
         weights[allowed] = shifted / shifted.sum()
     return RowArithmetic(
         layer=layer, head=head, query_index=query_index, query=query, keys=keys, values=values,
-        dots=dots, scale=scale, scaled=scaled, allowed=allowed, weights=weights,
-        output=weights @ values, model_output=trace.context[layer, head, query_index],
-        kv_head=kv_head, kv_group=trace.kv_group, rotary=trace.rotary,
+        dots=dots, scale=1.0 / scaling, scaled=scaled, allowed=allowed, weights=weights,
+        output=weights @ values, model_output=model_output, kv_head=kv_head, kv_group=kv_group,
+        rotary=rotary,
     )
 
 

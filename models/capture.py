@@ -28,6 +28,8 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
+from models import layer_plan
+
 ATTENTION_NAME = "attention_explorer"
 
 # Attribute names under which attention modules keep their output projection, by family.
@@ -83,6 +85,8 @@ class _Capture:
     """What one captured forward keeps. With a `sink`, each layer is handed to it and not kept
     (a long input's maps are reduced layer by layer); `stop_after` ends the forward once that
     layer has been captured (one layer on demand costs the layers up to it, not the whole pass).
+    `rows` (with `stop_after` only) computes that last layer's attention for those query
+    positions alone: its shorter output never reaches the residual stream, as the forward stops.
     """
 
     intervention: Intervention | None
@@ -91,6 +95,7 @@ class _Capture:
     stop_after: int | None = None
     fast_until: int = 0  # layers before this one run fused attention, uncaptured (no weights)
     group_of: int | None = None  # compute only this query head's key/value group (see run_streamed)
+    rows: slice | None = None  # the query positions the stop_after layer computes (None = all)
     count: int = 0  # layers seen so far: the index of the next one
 
 
@@ -205,6 +210,10 @@ def capturing_attention(module, query, key, value, attention_mask, scaling=None,
     blocked = blocked_edges(capture.count)
     if blocked is not None:
         attention_mask = _knockout_mask(attention_mask, blocked, query.dtype)
+    if capture.rows is not None and capture.count == capture.stop_after:  # the last layer only
+        query = query[:, :, capture.rows]  # (B, H, W, Dh), W = the rows asked for
+        if attention_mask is not None and attention_mask.size(-2) > 1:  # (B, 1, 1, K) broadcasts
+            attention_mask = attention_mask[..., capture.rows, :]  # (B, 1, W, K)
     context, weights = eager(module, query, key, value, attention_mask, scaling=scaling,
                              dropout=dropout, **kwargs)  # (B, T, H, Dh), (B, H, Q, K)
     if scaling is None:
@@ -226,6 +235,7 @@ def install(model: nn.Module) -> nn.Module:
     if model in _INSTALLED:
         return model
     model.set_attn_implementation(ATTENTION_NAME)
+    layer_plan.prepare(model)  # per-thread plans for long inputs (models/streaming.py)
     for module in model.modules():
         inner, output = getattr(module, "self", None), getattr(module, "output", None)
         dense = getattr(output, "dense", None)
@@ -239,12 +249,15 @@ def install(model: nn.Module) -> nn.Module:
 def capturing(intervention: Intervention | None = None,
               sink: Callable[[int, LayerCapture], None] | None = None,
               stop_after: int | None = None, fast_until: int = 0,
-              group_of: int | None = None):
+              group_of: int | None = None, rows: slice | None = None):
     """Capture the attention layers run in this thread inside the block."""
     if active() is not None:
         raise RuntimeError("a capture is already running in this thread")
+    if rows is not None and stop_after is None:
+        raise ValueError("rows needs stop_after: a layer computed for some rows only must be the "
+                         "last one the forward runs")
     capture = _Capture(intervention, sink=sink, stop_after=stop_after, fast_until=fast_until,
-                       group_of=group_of)
+                       group_of=group_of, rows=rows)
     _active.capture = capture
     try:
         yield capture
@@ -273,7 +286,8 @@ def run_captured(model: nn.Module, inputs: dict[str, torch.Tensor],
 
 def run_streamed(model: nn.Module, inputs: dict[str, torch.Tensor],
                  sink: Callable[[int, LayerCapture], None], stop_after: int | None = None,
-                 fast_until: int = 0, group_of: int | None = None) -> int:
+                 fast_until: int = 0, group_of: int | None = None,
+                 rows: slice | None = None) -> int:
     """One forward of `model` on `inputs` with every attention layer handed to `sink(index,
     layer)` as it is computed and then let go, so at most one layer's maps are alive at a time.
     With `stop_after`, the forward ends once that layer is captured (the model's head never
@@ -282,11 +296,13 @@ def run_streamed(model: nn.Module, inputs: dict[str, torch.Tensor],
     (their outputs differ from eager attention's by float rounding). With `group_of`, a captured
     layer computes only the query heads that share head `group_of`'s keys and values (one head
     without grouped-query attention): for a forward that stops after that layer, the cheapest
-    exact way to one head's map. Returns how many layers ran."""
+    exact way to one head's map. With `rows`, the `stop_after` layer computes the attention of
+    those query positions only (the same keys, mask rows and eager arithmetic). Returns how many
+    layers ran."""
     from models.encoder import Encoder  # the from-scratch encoder reports to the same capture
 
     with capturing(sink=sink, stop_after=stop_after, fast_until=fast_until,
-                   group_of=group_of) as capture, torch.inference_mode():
+                   group_of=group_of, rows=rows) as capture, torch.inference_mode():
         try:
             if isinstance(model, Encoder):
                 model(inputs["input_ids"], inputs.get("token_type_ids"),

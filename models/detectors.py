@@ -41,6 +41,14 @@ SEPARATOR = ("[SEP] sink score: the weight each query puts on the special tokens
              "first one ([SEP] in BERT, </s> in RoBERTa), averaged over every query.")
 
 
+TOO_SHORT_PREVIOUS = "A previous-token score needs at least two tokens."
+TOO_SHORT_FIRST = "A first-token score needs at least two tokens."
+NO_DUPLICATES = ("No token occurs twice in this text, so duplicate-token heads cannot be "
+                 "measured on it.")
+NO_SEPARATOR = ("This input has no [SEP]-like special token after the first position, so there "
+                "is no [SEP] sink to measure.")
+
+
 class NotMeasurable(ValueError):
     """The input has nothing this detector can measure; the message is one sentence."""
 
@@ -80,7 +88,7 @@ def _same_token(record: AttentionRecord) -> np.ndarray:
 def previous_token_scores(record: AttentionRecord) -> np.ndarray:
     count = record.num_tokens
     if count < 2:
-        raise NotMeasurable("A previous-token score needs at least two tokens.")
+        raise NotMeasurable(TOO_SHORT_PREVIOUS)
     keys = np.eye(count, k=-1, dtype=bool)  # (Q, K): key i - 1 for query i
     return _scores_on(record, keys, keys.any(axis=1))
 
@@ -88,8 +96,7 @@ def previous_token_scores(record: AttentionRecord) -> np.ndarray:
 def duplicate_token_scores(record: AttentionRecord) -> np.ndarray:
     keys = _same_token(record)
     if not keys.any():
-        raise NotMeasurable("No token occurs twice in this text, so duplicate-token heads "
-                            "cannot be measured on it.")
+        raise NotMeasurable(NO_DUPLICATES)
     return _scores_on(record, keys, keys.any(axis=1))
 
 
@@ -106,7 +113,7 @@ def induction_scores(record: AttentionRecord) -> np.ndarray:
 def first_token_scores(record: AttentionRecord) -> np.ndarray:
     count = record.num_tokens
     if count < 2:
-        raise NotMeasurable("A first-token score needs at least two tokens.")
+        raise NotMeasurable(TOO_SHORT_FIRST)
     keys = np.zeros((count, count), dtype=bool)
     keys[:, 0] = True
     queries = np.arange(count) > 0  # the first token attending to itself says nothing
@@ -116,8 +123,7 @@ def first_token_scores(record: AttentionRecord) -> np.ndarray:
 def separator_scores(record: AttentionRecord) -> np.ndarray:
     later_specials = [p for p in record.special_positions if p > 0]
     if not later_specials:
-        raise NotMeasurable("This input has no [SEP]-like special token after the first "
-                            "position, so there is no [SEP] sink to measure.")
+        raise NotMeasurable(NO_SEPARATOR)
     keys = np.zeros((record.num_tokens,) * 2, dtype=bool)
     keys[:, later_specials] = True
     return _scores_on(record, keys, np.ones(record.num_tokens, dtype=bool))
@@ -202,3 +208,82 @@ def repeated_tokens_record(model, tokenizer, max_tokens: int, causal: bool, sour
     elif not causal and "token_type_ids" in getattr(tokenizer, "model_input_names", ()):
         inputs["token_type_ids"] = encoded.token_type_ids
     return trace_from_run(run_captured(model, inputs), encoded, source, causal).record
+
+
+# One layer at a time: what a long input's streamed forward measures on each layer's maps.
+
+SENTENCE_DETECTORS = tuple(
+    detector.name for detector in DETECTORS
+    if not detector.on_repeated_tokens or detector.name == "duplicate-token"
+)  # read on the text itself; duplicate tokens also mean something on any text with repeats
+PAIR_CHUNK = 1 << 18  # equal-token pairs read at a time: (H, chunk) float32 + float64
+
+
+def _layer_mean(share: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """(H,) clipped mean over the marked rows of (H, Q) shares, as `_scores_on` takes it."""
+    return np.clip(_row_mean(share, rows), 0.0, 1.0)
+
+
+def equal_token_pairs(tokens, special_positions) -> tuple[np.ndarray, np.ndarray]:
+    """(P,) queries and (P,) keys: every pair key < query of equal tokens, neither special (the
+    True cells of `_same_token`), without a (Q, K) matrix. Grouped by token, then by query."""
+    special = set(special_positions)
+    positions = np.array([p for p in range(len(tokens)) if p not in special], dtype=np.int64)
+    if positions.size == 0:
+        return positions, positions
+    _, group = np.unique(np.array([str(tokens[p]) for p in positions]), return_inverse=True)
+    order = np.argsort(group, kind="stable")  # by token, each group's positions ascending
+    ordered, ordered_group = positions[order], group[order]
+    starts = np.flatnonzero(np.r_[True, ordered_group[1:] != ordered_group[:-1]])
+    group_start = np.repeat(starts, np.diff(np.r_[starts, ordered.size]))  # (N,)
+    earlier = np.arange(ordered.size) - group_start  # occurrences before each one
+    queries = np.repeat(ordered, earlier)  # (P,)
+    first_pair = np.repeat(np.cumsum(earlier) - earlier, earlier)  # (P,)
+    offset = np.arange(queries.size) - first_pair  # 0 .. earlier - 1 within each query
+    keys = ordered[np.repeat(group_start, earlier) + offset]  # (P,)
+    return queries, keys
+
+
+def layer_sentence_scores(maps: np.ndarray, tokens,
+                          special_positions) -> dict[str, np.ndarray | str]:
+    """Every detector of SENTENCE_DETECTORS on one layer: name -> (H,) float64 scores, equal to
+    `detector.score(record)[layer]`, or the NotMeasurable message when it cannot measure this
+    input.
+
+    maps: (H, Q, K) float32 weights of one layer (read only, square). Read through diagonals,
+    columns and the gathered cells of equal-token pairs: no (Q, K) matrix is built.
+    """
+    heads, count, keys = maps.shape
+    if keys != count or len(tokens) != count:
+        raise ValueError(f"{len(tokens)} tokens for maps shaped {maps.shape}: a square map is needed")
+    live = maps.sum(axis=-1) > EMPTY_ROW  # (H, Q), as `_live`
+    scores: dict[str, np.ndarray | str] = {}
+    if count < 2:
+        scores["previous-token"], scores["first-token sink"] = TOO_SHORT_PREVIOUS, TOO_SHORT_FIRST
+    else:
+        previous = np.diagonal(maps, offset=-1, axis1=1, axis2=2)  # (H, Q-1): query q+1, key q
+        scores["previous-token"] = _layer_mean(previous, live[:, 1:])
+        scores["first-token sink"] = _layer_mean(maps[:, 1:, 0], live[:, 1:])
+    later = sorted({p for p in special_positions if p > 0})
+    if later:
+        on_specials = maps[:, :, later].sum(axis=-1)  # (H, Q)
+        scores["[SEP] sink"] = _layer_mean(on_specials, live)
+    else:
+        scores["[SEP] sink"] = NO_SEPARATOR
+    queries, pair_keys = equal_token_pairs(tokens, special_positions)
+    if queries.size == 0:
+        scores["duplicate-token"] = NO_DUPLICATES
+    else:
+        share = np.zeros((heads, count))  # (H, Q) weight on earlier copies
+        starts = np.flatnonzero(np.r_[True, queries[1:] != queries[:-1]])  # each query's pairs
+        chunks = np.unique(starts[np.searchsorted(starts, np.arange(0, queries.size, PAIR_CHUNK),
+                                                  side="right") - 1])  # whole queries each
+        for first, end in zip(chunks, [*chunks[1:], queries.size]):
+            inside = starts[(starts >= first) & (starts < end)]
+            gathered = maps[:, queries[first:end], pair_keys[first:end]]  # (H, chunk)
+            share[:, queries[inside]] = np.add.reduceat(gathered.astype(np.float64),
+                                                        inside - first, axis=1)
+        repeated = np.zeros(count, dtype=bool)
+        repeated[queries] = True
+        scores["duplicate-token"] = _layer_mean(share, live & repeated)
+    return {name: scores[name] for name in SENTENCE_DETECTORS}

@@ -7,19 +7,33 @@ of several pieces reads the MEAN of their rows and several key pieces the SUM of
 the same rule as merging word pieces (viz/tokens.py), so a head's score is the same whether or
 not pieces are merged.
 
-Dimensions: L layers, H heads, Q query positions, K key positions.
+Finding words needs only the tokens: `locate` and `every_position` take anything with `.tokens`
+(a record, or a long input's streamed forward, which keeps no (T, T) maps). The scores are read
+from the query's rows of every layer: `rows_to_keys` and `strongest_in_rows` take those rows,
+(L, H, W, K), which a long input computes for the query alone (models/long_rows.py); the
+record-based `query_to_keys` and `strongest_keys` cut them from the record's maps.
+
+Dimensions: L layers, H heads, Q query positions, K key positions, W the query's pieces.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
 from models.record import AttentionRecord
 
 PIECE_MARKERS = ("##", "Ġ", "▁")
+
+
+class HasTokens(Protocol):
+    """What finding words needs: an AttentionRecord, a long input's Streamed, a TokenView…"""
+
+    @property
+    def tokens(self) -> Sequence[str]: ...
 
 
 class TokenNotFound(ValueError):
@@ -68,11 +82,11 @@ def find_spans(tokens: Sequence[str], text: str) -> tuple[TokenSpan, ...]:
     return tuple(spans)
 
 
-def locate(record: AttentionRecord, text: str) -> TokenSpan:
-    """The first place `text` occurs in the record's tokens, or TokenNotFound with one sentence."""
+def locate(text_tokens: HasTokens, text: str) -> TokenSpan:
+    """The first place `text` occurs in the tokens, or TokenNotFound with one sentence."""
     if not text.strip():
         raise TokenNotFound("No token was given: type a word from the sentence.")
-    spans = find_spans(record.tokens, text)
+    spans = find_spans(text_tokens.tokens, text)
     if not spans:
         raise TokenNotFound(f"'{text.strip()}' is not in the text; type a word exactly as it "
                             "appears in the sentence.")
@@ -89,24 +103,51 @@ def query_to_keys(record: AttentionRecord, query: Sequence[int],
     """(L, H): the attention from the query (mean over its rows) to the keys (sum of columns)."""
     if not len(query):
         raise ValueError("Choose a query token.")
-    if not len(keys):
-        raise ValueError("Choose at least one key token.")
-    rows = record.weights[:, :, list(query), :].mean(axis=2)  # (L, H, K)
-    return rows[..., sorted(set(keys))].sum(axis=-1)  # (L, H)
+    return rows_to_keys(query_rows(record, query), keys)
 
 
 def strongest_keys(record: AttentionRecord, query: Sequence[int]) -> np.ndarray:
     """(L, H) int: the key each head's query row (mean over its pieces) puts most weight on."""
-    rows = record.weights[:, :, list(query), :].mean(axis=2)  # (L, H, K)
-    return rows.argmax(axis=-1)
+    return strongest_in_rows(query_rows(record, query))
 
 
-def every_position(record: AttentionRecord, words: Sequence[str]) -> tuple[int, ...]:
+def query_rows(record: AttentionRecord, query: Sequence[int]) -> np.ndarray:
+    """(L, H, W, K): the query pieces' rows of every head, cut from the record's maps."""
+    return record.weights[:, :, list(query), :]  # (L, H, W, K)
+
+
+def rows_to_keys(rows: np.ndarray, keys: Sequence[int]) -> np.ndarray:
+    """(L, H): from the query's rows of every head, (L, H, W, K), the attention to the keys: the
+    mean over the query's W pieces, summed over the key columns."""
+    _check_rows(rows)
+    if not len(keys):
+        raise ValueError("Choose at least one key token.")
+    mean = rows.mean(axis=2)  # (L, H, K)
+    return mean[..., sorted(set(keys))].sum(axis=-1)  # (L, H)
+
+
+def strongest_in_rows(rows: np.ndarray) -> np.ndarray:
+    """(L, H) int: from the query's rows, (L, H, W, K), the key each head's mean row puts most
+    weight on."""
+    _check_rows(rows)
+    return rows.mean(axis=2).argmax(axis=-1)  # (L, H, K) -> (L, H)
+
+
+def _check_rows(rows: np.ndarray) -> None:
+    if rows.ndim != 4:
+        raise ValueError(f"the query's rows must be (layers, heads, pieces, keys), not "
+                         f"{rows.shape}")
+    if not rows.shape[2]:
+        raise ValueError("Choose a query token.")
+
+
+def every_position(text_tokens: HasTokens, words: Sequence[str]) -> tuple[int, ...]:
     """The positions of every occurrence of every word, sorted; TokenNotFound names a missing one."""
     if not words:
         raise TokenNotFound("No key token was given: type at least one word from the sentence.")
     positions = set()
     for word in words:
-        locate(record, word)  # raises with one sentence when the word is not in the text
-        positions.update(p for span in find_spans(record.tokens, word) for p in span.positions)
+        locate(text_tokens, word)  # raises with one sentence when the word is not in the text
+        positions.update(p for span in find_spans(text_tokens.tokens, word)
+                         for p in span.positions)
     return tuple(sorted(positions))

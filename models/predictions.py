@@ -144,22 +144,59 @@ def per_position(logits: torch.Tensor, input_ids: torch.Tensor, tokenizer,
     if logits.size(0) < 2:
         raise ValueError("The text has a single token, so there is no next token to compare "
                          "the model's prediction with.")
-    log_probabilities = torch.log_softmax(logits.detach().float()[:-1], dim=-1)  # (T-1, V)
-    following = input_ids[1:]  # (T-1,) the token that actually came after each position
-    actual_log = log_probabilities.gather(1, following[:, None])[:, 0]  # (T-1,)
-    top_values, top_indices = log_probabilities.topk(min(k, logits.size(1)), dim=-1)  # (T-1, k)
+    return positions_from_scores(position_scores(logits[:-1], input_ids[1:], k), tokenizer)
+
+
+@dataclass(frozen=True)
+class PositionScores:
+    """What per_position keeps of some positions' logits, before it names the tokens: small
+    tensors, so a long text's logits can be reduced a chunk of positions at a time."""
+
+    start: int  # the first position
+    following: torch.Tensor  # (N,) the token that came after each position
+    actual_log: torch.Tensor  # (N,) its log-probability
+    top_values: torch.Tensor  # (N, k) the log-probabilities of the model's top k
+    top_indices: torch.Tensor  # (N, k) their token ids
+
+    @staticmethod
+    def join(parts: list[PositionScores]) -> PositionScores:
+        """Consecutive chunks of positions as one."""
+        for before, after in zip(parts, parts[1:]):
+            if after.start != before.start + before.following.numel():
+                raise ValueError("position scores must be joined in order, without gaps")
+        return PositionScores(parts[0].start, *(torch.cat([getattr(p, name) for p in parts])
+                                                for name in ("following", "actual_log",
+                                                             "top_values", "top_indices")))
+
+
+def position_scores(logits: torch.Tensor, following: torch.Tensor, k: int = DEFAULT_TOP_K,
+                    start: int = 0) -> PositionScores:
+    """The loss and top k of positions start .. start + N - 1 from their logits (N, V), and the
+    tokens that came after them, `following` (N,)."""
+    _check_k(k)
+    log_probabilities = torch.log_softmax(logits.detach().float(), dim=-1)  # (N, V)
+    following = following.long()  # (N,)
+    actual_log = log_probabilities.gather(1, following[:, None])[:, 0]  # (N,)
+    top_values, top_indices = log_probabilities.topk(min(k, logits.size(1)), dim=-1)  # (N, k)
+    return PositionScores(start, following, actual_log, top_values, top_indices)
+
+
+def positions_from_scores(scores: PositionScores, tokenizer) -> PerPosition:
+    """Every scored position's prediction, its tokens named (each distinct token once)."""
+    following, actual_log = scores.following, scores.actual_log
+    top_values, top_indices = scores.top_values, scores.top_indices
     words = _Vocabulary(tokenizer, [*top_indices.flatten().tolist(), *following.tolist()])
     positions = []
-    for p in range(logits.size(0) - 1):
-        actual_id = int(following[p])
+    for row in range(following.numel()):
+        actual_id = int(following[row])
         candidates = tuple(
             words.candidate(i, math.exp(v))
-            for i, v in zip(top_indices[p].tolist(), top_values[p].tolist())
+            for i, v in zip(top_indices[row].tolist(), top_values[row].tolist())
         )
         positions.append(PositionPrediction(
-            position=p,
-            actual=words.candidate(actual_id, math.exp(float(actual_log[p]))),
-            loss_nats=-float(actual_log[p]),
+            position=scores.start + row,
+            actual=words.candidate(actual_id, math.exp(float(actual_log[row]))),
+            loss_nats=-float(actual_log[row]),
             candidates=candidates,
         ))
     return PerPosition(positions=tuple(positions))

@@ -9,7 +9,9 @@ import numpy as np
 import torch
 
 ROW_SUM_TOLERANCE = 1e-3
-KNOWN_MASKS = ("padding", "causal", "span", "hidden-specials")
+# "window": the maps are a window of a longer input's (queries and keys cut to a range), so a
+# row holds only the weights to the keys inside the window and may sum to less than 1.
+KNOWN_MASKS = ("padding", "causal", "span", "hidden-specials", "window")
 
 
 @dataclass(frozen=True, init=False, eq=False)
@@ -23,9 +25,9 @@ class AttentionRecord:
         unless key_tokens are given).
     segment_ids: 0 for the first sentence, 1 for the second of a pair (len == Q).
     source: which model produced it (a readable name).
-    masks: which masks were applied ("causal", "padding", "span", or "hidden-specials" when
-        special tokens were removed from view). A row that some mask
-        empties entirely may sum to 0; every other row sums to 1.
+    masks: which masks were applied ("causal", "padding", "span", "window", or
+        "hidden-specials" when special tokens were removed from view). A row that some mask
+        empties entirely may sum to 0; every other row sums to 1 (at most 1 in a "window").
     special_positions: indices of the tokenizer's special tokens ([CLS], [SEP], ...).
     dropped_tokens: how many tokens truncation removed to fit the model.
     key_tokens: the keys' tokens when they are not the queries' (len == K), as in
@@ -88,7 +90,7 @@ class AttentionRecord:
         if unknown:
             raise ValueError(f"unknown masks {sorted(unknown)}; known: {KNOWN_MASKS}")
         for index, layer in enumerate(self.layers):
-            _check_layer(index, layer, bool(self.masks))
+            _check_layer(index, layer, bool(self.masks), "window" in self.masks)
             layer.setflags(write=False)
         segment_ids = tuple(int(s) for s in self.segment_ids) or (0,) * queries
         if len(segment_ids) != queries:
@@ -165,9 +167,9 @@ class AttentionRecord:
 _STACKING = threading.Lock()
 
 
-def _check_layer(index: int, weights: np.ndarray, masked: bool) -> None:
+def _check_layer(index: int, weights: np.ndarray, masked: bool, window: bool = False) -> None:
     """Every row of one layer's (H, Q, K) maps is finite, non-negative and sums to 1 (or to 0
-    where a mask emptied it)."""
+    where a mask emptied it; at most 1 in a window of a longer input)."""
     sums, smallest = _row_sums_and_min(weights)  # (H, Q); NaN or infinity makes a sum so
     if not np.all(np.isfinite(sums)):
         raise ValueError("attention weights contain NaN or infinity")
@@ -176,6 +178,8 @@ def _check_layer(index: int, weights: np.ndarray, masked: bool) -> None:
     bad = np.abs(sums - 1.0) > ROW_SUM_TOLERANCE
     if masked:
         bad &= np.abs(sums) > ROW_SUM_TOLERANCE  # a mask may empty a row
+    if window:
+        bad = sums > 1.0 + ROW_SUM_TOLERANCE
     if bad.any():
         head, query = np.argwhere(bad)[0]
         raise ValueError(f"attention row (layer {index}, head {head}, query {query}) sums to "

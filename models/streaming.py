@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from models.capture import LayerCapture, run_streamed
+from models.layer_plan import decoder_layers, keeping, skipping_to
 from models.limits import LONG_TOKENS
 from models.tokenize import EncodedText
 
@@ -129,74 +130,47 @@ def exact_head(loaded, encoded: EncodedText, layer: int, head: int,
     are skipped (their output is the kept input), and the layer computes only the heads that
     share this head's keys and values, with the model's own eager attention: the full forward's
     numbers for the price of part of one layer."""
-    if not layer_inputs.has(layer):
-        raise ValueError(f"layer {layer} does not exist or its input was not kept")
-    layers = decoder_layers(loaded.model)
-    saved = layer_inputs.load(layer)
-    kept: dict[str, torch.Tensor] = {}
-
-    def sink(index: int, captured: LayerCapture) -> None:
-        kept["weights"] = captured.weights
-
-    def replace_input(module, args, kwargs):
-        if args:
-            return (saved, *args[1:]), kwargs
-        return args, {**kwargs, "hidden_states": saved}
-
-    def skip(*args, **kwargs):
-        hidden = args[0] if args else kwargs["hidden_states"]
-        return hidden if not layer_inputs.output_items else \
-            (hidden, *(None,) * (layer_inputs.output_items - 1))
-
-    handle = layers[layer].register_forward_pre_hook(replace_input, with_kwargs=True)
-    try:
-        for skipped in layers[:layer]:
-            skipped.forward = skip  # an instance attribute: nn.Module calls it instead
-        run_streamed(loaded.model, loaded.model_inputs(encoded), sink, stop_after=0,
-                     group_of=head)
-    finally:
-        handle.remove()
-        for skipped in layers[:layer]:
-            skipped.__dict__.pop("forward", None)
-    weights = kept["weights"][0]  # (G, Q, K): the heads of the group
-    group = weights.size(0)
+    weights = layer_from_input(loaded, encoded, layer, layer_inputs, group_of=head).weights[0]
+    group = weights.size(0)  # (G, Q, K): the heads of the group
     return weights[head % group].float().numpy().copy()
 
 
-def decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
-    """The model's stack of transformer layers (the ModuleList with one module per layer)."""
-    count = getattr(model.config, "num_hidden_layers", None)
-    base = getattr(model, "base_model", model)
-    for module in base.modules():
-        if isinstance(module, torch.nn.ModuleList) and len(module) == count:
-            return module
-    raise ValueError(f"{type(model).__name__}: its {count} layers could not be found")
+def layer_from_input(loaded, encoded: EncodedText, layer: int, layer_inputs: LayerInputs,
+                     group_of: int | None = None, rows: slice | None = None) -> LayerCapture:
+    """Layer `layer` captured from its kept input: the layers before it are skipped (each
+    passes its input through, and a pre-hook puts the kept input into the layer), and the
+    forward stops once the layer is recorded. `group_of` and `rows` are run_streamed's."""
+    layers = decoder_layers(loaded.model)
+    if not 0 <= layer < len(layers):
+        raise ValueError(f"layer {layer} does not exist: the model has {len(layers)} layers")
+    if not layer_inputs.has(layer):
+        raise ValueError(f"layer {layer}'s input was not kept in {layer_inputs.folder}")
+    kept: list[LayerCapture] = []
+    with from_kept_input(loaded.model, layer, layer_inputs):
+        run_streamed(loaded.model, loaded.model_inputs(encoded),
+                     lambda index, captured: kept.append(captured), stop_after=0,
+                     group_of=group_of, rows=rows)
+    return kept[0]
+
+
+@contextmanager
+def from_kept_input(model: torch.nn.Module, layer: int, layer_inputs: LayerInputs):
+    """While active, in this thread, the layers before `layer` pass their input through and
+    `layer` reads its kept input instead of theirs (other sessions' forwards on the shared
+    model are left alone: see models/layer_plan.py)."""
+    with skipping_to(model, layer, layer_inputs.load(layer), layer_inputs.output_items):
+        yield
 
 
 @contextmanager
 def _keeping_inputs(model: torch.nn.Module, kept: LayerInputs | None):
-    """While active, every layer's input is written to `kept` (and the layers' output form noted)."""
+    """While active, in this thread, every layer's input is written to `kept` (and the layers'
+    output form noted)."""
     if kept is None:
         yield
         return
-    layers = decoder_layers(model)
-
-    def saver(index: int):
-        def save(module, args, kwargs):
-            kept.save(index, args[0] if args else kwargs["hidden_states"])
-        return save
-
-    def note_output(module, args, output):
-        kept.output_items = 0 if isinstance(output, torch.Tensor) else len(output)
-
-    handles = [layer.register_forward_pre_hook(saver(index), with_kwargs=True)
-               for index, layer in enumerate(layers)]
-    handles.append(layers[0].register_forward_hook(note_output))
-    try:
+    with keeping(model, kept):
         yield
-    finally:
-        for handle in handles:
-            handle.remove()
 
 
 def exact_layer(loaded, encoded: EncodedText, layer: int, fast: bool = False) -> np.ndarray:

@@ -6,7 +6,7 @@ from ui.downloads import export_buttons, long_export_buttons
 from ui.routing import through_app
 from ui.state import current_record, index_slider, sidebar_input
 from viz.heatmap import attention_heatmap
-from viz.long_view import pooled_head_figure
+from viz.long_view import fit_half_width, pooled_head_figure
 from viz.overview import all_heads_figure, clicked_tile, pooled_heads_figure
 
 through_app()
@@ -46,8 +46,14 @@ if read_all:
                                     (layer, head)), controls, picture, shape)
     weights = long_inputs.head(given.source, given.text, given.pair, layer, head)
     whole, window = st.columns(2, gap="medium")
-    show(pooled_head_figure(weights, layer, head), key="all_long_whole", container=whole)
-    long_views.exact_window(weights, streamed.tokens, layer, head, "all", window, window)
+    show(fit_half_width(pooled_head_figure(weights, layer, head)), key="all_long_whole",
+         container=whole)
+    last = long_views.window_last(streamed.tokens)  # it starts on the diagonal at the end
+    starts = (long_views.window_start("Window: first query", last, "all_window_query", last,
+                                      window),
+              long_views.window_start("Window: first key", last, "all_window_key", last, window))
+    long_views.exact_window(weights, streamed.tokens, layer, head, "all", starts, window,
+                            half_width=True)
     long_export_buttons(weights, overview.pooled, streamed.tokens,
                         long_inputs.label(given.source), layer, head, "all_long_export")
 else:

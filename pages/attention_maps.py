@@ -41,7 +41,11 @@ if read_all:
     charts.show(pooled_head_figure(weights, layer, head), key="maps_long_whole",
                 container=picture)
     sliders, window = st.columns([1, 2], gap="medium")
-    long_views.exact_window(weights, streamed.tokens, layer, head, "maps", sliders, window)
+    last = long_views.window_last(streamed.tokens)  # it starts on the diagonal at the end
+    starts = (long_views.window_start("Window: first query", last, "maps_window_query", last,
+                                      sliders),
+              long_views.window_start("Window: first key", last, "maps_window_key", last, sliders))
+    long_views.exact_window(weights, streamed.tokens, layer, head, "maps", starts, window)
     long_export_buttons(weights, overview.pooled, streamed.tokens,
                         long_inputs.label(given.source), layer, head, "maps_long_export")
 else:

@@ -1,8 +1,8 @@
 import streamlit as st
 
-from ui import cache
+from ui import cache, long_inputs, long_rows, long_views
 from ui.routing import through_app
-from ui.state import current_record
+from ui.state import current_record, sidebar_input
 from viz.bertviz_views import (BERTVIZ_COLOURS, HEAD_VIEW, MAX_TOKENS, MODEL_VIEW,
                                WEIGHT_DECIMALS, ViewChoice, default_model_choice, fits, max_tokens)
 
@@ -15,6 +15,7 @@ VIEW_CHOICE = "bertviz_view_choice"
 # The input (tokens, layers, heads, pair) the model view's layers and heads were last chosen for.
 CHOSEN_FOR = "bertviz_chosen_for"
 LAYERS, HEADS = "bertviz_layers", "bertviz_heads"
+LONG_WINDOW = 64  # tokens of a long input drawn at once: bertviz stays responsive with them
 
 
 def model_view_choice(record) -> ViewChoice | None:
@@ -55,7 +56,24 @@ st.markdown(
     "attention. With a second sentence, its *Attention* menu filters A→A, B→B, A→B and "
     "B→A. Everything here runs from this app's server: nothing is fetched from the internet."
 )
-record = current_record()
+given = sidebar_input()
+long = long_inputs.long_count(given.source, given.text, given.pair)
+read_all = long is not None and st.toggle(
+    f"Read all {long.tokens:,} tokens and draw a window of {LONG_WINDOW} of them",
+    key="bertviz_long",
+    help=long_views.read_all_text(long)["help"] + f" bertviz then draws {LONG_WINDOW} tokens "
+         "of it at a time, with every layer's weights computed exactly for that window.")
+if read_all:
+    streamed = long_inputs.overview(given.source, given.text, given.pair).streamed
+    last = max(streamed.num_tokens - LONG_WINDOW, 0)
+    start = long_views.window_start("Window: first token", last, "bertviz_window_start", last, st)
+    record = long_rows.window_record(given.source, given.text, given.pair, start, LONG_WINDOW)
+    st.caption(f"Tokens {start}–{start + record.num_tokens - 1} of {streamed.num_tokens:,}. The "
+               "lines are the model's exact weights between tokens inside the window; what a "
+               "token gives to tokens outside it (often the first token) is not drawn, so its "
+               "lines add up to less than 1.")
+else:
+    record = current_record()
 if record is not None:
     if "bertviz_view" not in st.session_state:
         st.session_state["bertviz_view"] = st.session_state.get(VIEW_CHOICE, HEAD_VIEW)

@@ -1,13 +1,18 @@
 import streamlit as st
 
 from models.errors import ModelLoadError
-from ui import cache, charts
+from ui import cache, charts, long_compare, long_inputs, long_views
 from ui.routing import through_app
 from ui.state import loaded_source, sidebar_input
 from ui.text import plain
 from viz.compare import compare_heads, difference_heatmap, ranking_measure, side_by_side
 
 SECOND_DEFAULT = "Fruit flies like a banana."  # the other half of the chapter's pair
+ROLE_MEASURE = ("Heads are ranked by the difference of their roles: the Jensen-Shannon "
+                "divergence (in bits, 0 to 1) between how much weight each puts on the first "
+                "token, other special tokens, itself, the previous token, the next token, and "
+                "other earlier or later tokens. (A position-by-position comparison would need "
+                "both inputs' full maps at once.)")
 
 through_app()
 
@@ -29,19 +34,34 @@ else:
 if not first_text.strip():
     st.info("Type a sentence in the sidebar to compare.")
     st.stop()
+longs = [long_inputs.long_count(given.source, text, "") for text in (first_text, second_text)]
+longest = max((count for count in longs if count is not None), default=None,
+              key=lambda count: count.tokens)
+read_all = longest is not None and st.toggle(**long_views.read_all_text(longest),
+                                             key="compare_long")
 try:
     loaded_source(given.source)
-    first_view, second_view = (
-        cache.token_view(given.source, text, "", given.merge_words, given.hide_special)
-        for text in (first_text, second_text)
-    )
+    if read_all:
+        first_side, second_side = (long_compare.side(given.source, text, count is not None)
+                                   for text, count in zip((first_text, second_text), longs))
+    else:
+        first_view, second_view = (
+            cache.token_view(given.source, text, "", given.merge_words, given.hide_special)
+            for text in (first_text, second_text)
+        )
 except (ModelLoadError, ValueError) as error:
     st.error(plain(str(error)))
     st.stop()
-for note in dict.fromkeys(first_view.notes + second_view.notes):
-    st.info(note)
-table = compare_heads(first_view.record, second_view.record)
-st.caption(f"{first_view.record.source} · {ranking_measure(first_view.record, second_view.record)}")
+if read_all:
+    table = long_compare.role_table(first_side, second_side)
+    st.caption(f"{long_inputs.label(given.source)} · {first_side.num_tokens:,} and "
+               f"{second_side.num_tokens:,} tokens, each read whole. {ROLE_MEASURE}")
+else:
+    for note in dict.fromkeys(first_view.notes + second_view.notes):
+        st.info(note)
+    table = compare_heads(first_view.record, second_view.record)
+    st.caption(f"{first_view.record.source} · "
+               f"{ranking_measure(first_view.record, second_view.record)}")
 st.dataframe(table, key="compare_table", hide_index=True, column_config={
     "difference": st.column_config.ProgressColumn(
         "difference", help="bits, 0 = same, 1 = nothing in common", format="%.3f",
@@ -59,6 +79,12 @@ chosen = st.selectbox("Head to compare (most different first)", list(labels),
                       format_func=labels.get, key="compare_head")
 layer, head = (int(number) for number in chosen.split("-"))
 left, right = st.columns(2)
-first_figure, second_figure = side_by_side(first_view.record, second_view.record, layer, head)
+if read_all:
+    first_figure, second_figure = (
+        long_compare.head_figure(given.source, one, name, layer, head)
+        for one, name in ((first_side, "First input"), (second_side, "Second input")))
+else:
+    first_figure, second_figure = side_by_side(first_view.record, second_view.record, layer,
+                                               head)
 charts.show(first_figure, key="compare_first_map", container=left)
 charts.show(second_figure, key="compare_second_map", container=right)

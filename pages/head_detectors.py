@@ -2,7 +2,7 @@ import streamlit as st
 
 from models.detectors import (DEFAULT_REPEAT_LENGTH, DEFAULT_SEED, DETECTORS,
                               DETECTORS_BY_NAME, NotMeasurable)
-from ui import analysis_cache, charts
+from ui import analysis_cache, charts, long_inputs, long_views
 from ui.analysis_cache import open_head_buttons
 from ui.routing import through_app
 from ui.state import current_record, sidebar_input
@@ -22,9 +22,11 @@ st.markdown(
     "scores every head of the model in the sidebar from 0 (never) to 1 (always); an even spread "
     "over n tokens scores about 1/n."
 )
-record = current_record(apply_options=False)
-if record is not None:
-    given = sidebar_input()
+given = sidebar_input()
+long = long_inputs.long_count(given.source, given.text, given.pair)
+read_all = long is not None and st.toggle(**long_views.read_all_text(long), key="detectors_long")
+record = None if read_all else current_record(apply_options=False)
+if read_all or record is not None:
     if given.merge_words or given.hide_special:
         st.caption("Detectors read the model's own tokens, so the sidebar's token options do "
                    "not apply here.")
@@ -32,7 +34,6 @@ if record is not None:
                     horizontal=True)
     detector = DETECTORS_BY_NAME[name]
     st.markdown(f"**Definition.** {detector.definition}")
-    measured = record
     if detector.on_repeated_tokens:
         left, right = st.columns(2)
         count = left.slider("Random tokens in one copy", 5, 50, DEFAULT_REPEAT_LENGTH,
@@ -45,11 +46,20 @@ if record is not None:
             st.stop()
         st.caption(plain(f"Measured on {count} tokens drawn at random (seed {seed}) from the "
                          f"model's vocabulary and repeated twice: {' '.join(measured.tokens)}"))
+        target = measured
+    elif read_all:
+        overview = long_inputs.overview(given.source, given.text, given.pair)
+        st.caption(f"Measured on all {overview.streamed.num_tokens:,} tokens of the sidebar's "
+                   "text (word pieces and special tokens as the model reads them), layer by "
+                   "layer as the model computed each layer's maps.")
+        target = None  # the stream's scores
     else:
         st.caption(f"Measured on the sentence in the sidebar ({record.num_tokens} tokens, word "
                    "pieces and special tokens as the model reads them).")
+        target = record
     try:
-        scores = detector.score(measured)
+        scores = (overview.detector_scores(name) if target is None
+                  else detector.score(target))
     except NotMeasurable as error:
         st.info(plain(str(error)))
         st.stop()
@@ -58,7 +68,8 @@ if record is not None:
         f"layer {row.layer} · head {row.head} ({row.score:.2f})"
         for row in table.head(TOP_HEADS).itertuples()))
     open_head_buttons([(int(row.layer), int(row.head), f"score {row.score:.3f}")
-                       for row in table.head(OPEN_BUTTONS).itertuples()], "detectors_open")
+                       for row in table.head(OPEN_BUTTONS).itertuples()], "detectors_open",
+                      long=read_all and not detector.on_repeated_tokens)
     if detector.on_repeated_tokens:
         st.caption("The maps page shows the sidebar's sentence, not the random tokens.")
     charts.show(layer_head_map(scores, f"{name} score of every layer and head", "score"),

@@ -1,6 +1,6 @@
 import streamlit as st
 
-from ui import charts
+from ui import charts, long_inputs, long_predictions, long_views
 from ui.routing import through_app
 from ui.state import current_trace, loaded_source, sidebar_input, use_decoder
 from ui.text import plain
@@ -8,6 +8,51 @@ from viz.generation import visible_text
 from viz.predictions import candidate_bars, loss_figure, position_table
 
 through_app()
+
+
+def read_all_text(long: long_inputs.LongCount) -> dict[str, str]:
+    """The "Read all N tokens" toggle's label, with help that says what this page computes."""
+    return {**long_views.read_all_text(long), "help": (
+        f"This view otherwise keeps the first {long.kept} tokens. Turned on, it reads up to "
+        f"{long.limit:,}: the model runs layer by layer, keeping each layer's input (about a "
+        "minute at 4,096 tokens, once per text for everyone on the server, shared with the "
+        "attention pages), then the last layer and the language-model head run again from the "
+        "last layer's input, a few hundred positions at a time. The predictions are the ones a "
+        "single forward over the whole text makes.")}
+
+
+def position_choice(per_position, tokens: tuple[str, ...], long_text: bool) -> int:
+    """The position whose candidates are drawn: a list of the tokens, or for a long text a
+    number (thousands of options are not a list to scroll)."""
+    last = per_position.positions[-1].position
+    if long_text:
+        value = st.session_state.get("pred_position_number")
+        if not isinstance(value, int) or not 0 <= value <= last:
+            st.session_state["pred_position_number"] = last
+        return int(st.number_input(f"Position (0–{last:,}): the last token the model has read",
+                                   0, last, key="pred_position_number"))
+    labels = {p.position: f"after #{p.position} {visible_text(tokens[p.position])}"
+              for p in per_position.positions}
+    return st.selectbox("Position", list(labels), format_func=labels.get,
+                        index=len(labels) - 1, key="pred_position")
+
+
+def show_positions(per_position, tokens: tuple[str, ...], long_text: bool = False) -> None:
+    """The loss at every position, one position's candidates, and the table of all of them."""
+    st.subheader("Prediction against what came, at every position")
+    charts.show(loss_figure(per_position), key="pred_loss")
+    position = position_choice(per_position, tokens, long_text)
+    chosen = per_position.positions[position]
+    rank = (f"its choice number {chosen.rank}" if chosen.rank is not None
+            else f"not among its top {len(chosen.candidates)}")
+    st.markdown(
+        f"After reading up to token #{position}, the model gave the token that came, "
+        f"`{plain(visible_text(chosen.actual.text))}`, probability "
+        f"{chosen.actual.probability:.3f} ({rank}; loss {chosen.loss_bits:.2f} bits).")
+    charts.show(candidate_bars(chosen.candidates, f"Candidates after token #{position}",
+                               chosen.actual.token_id), key="pred_candidates")
+    st.dataframe(position_table(per_position, tokens), hide_index=True, key="pred_table")
+
 
 st.title("What the model predicts")
 intro, picture = st.columns([1, 2], gap="medium")  # the explanation beside the main figure
@@ -24,7 +69,20 @@ intro.expander("What the page shows").markdown(
     "mask token."
 )
 given = sidebar_input()
-trace = current_trace()
+long = long_predictions.long_count(given.source, given.text, given.pair)
+read_all = long is not None and intro.toggle(**read_all_text(long), key="pred_long")
+if read_all:
+    predictions = long_predictions.predictions(given.source, given.text, given.pair)
+    tokens = long_inputs.overview(given.source, given.text, given.pair).streamed.tokens
+    intro.caption(f"All {len(tokens):,} tokens · {plain(long_inputs.label(given.source))}. The "
+                  "last layer and the head ran again from the last layer's kept input, a few "
+                  "hundred positions at a time: the predictions of one forward over the whole "
+                  "text.")
+    charts.show(candidate_bars(predictions.next_token.candidates,
+                               "The model's top 10 next tokens after your text"),
+                key="pred_next", container=picture)
+    show_positions(predictions.positions, tokens, long_text=True)
+trace = None if read_all else current_trace()
 if trace is not None:
     predictions = trace.predictions
     record = trace.record
@@ -39,29 +97,11 @@ if trace is not None:
         charts.show(candidate_bars(predictions.next_token.candidates,
                                    "The model's top 10 next tokens after your text"),
                     key="pred_next", container=picture)
-        per_position = predictions.positions
-        if per_position is None:
+        if predictions.positions is None:
             st.info("The text is a single token, so there is no position where a prediction "
                     "can be compared with the token that came.")
         else:
-            st.subheader("Prediction against what came, at every position")
-            charts.show(loss_figure(per_position), key="pred_loss")
-            labels = {p.position: f"after #{p.position} {visible_text(record.tokens[p.position])}"
-                      for p in per_position.positions}
-            position = st.selectbox("Position", list(labels), format_func=labels.get,
-                                    index=len(labels) - 1, key="pred_position")
-            chosen = per_position.positions[position]
-            rank = (f"its choice number {chosen.rank}" if chosen.rank is not None
-                    else f"not among its top {len(chosen.candidates)}")
-            st.markdown(
-                f"After reading up to token #{position}, the model gave the token that came, "
-                f"`{plain(visible_text(chosen.actual.text))}`, probability "
-                f"{chosen.actual.probability:.3f} ({rank}; loss {chosen.loss_bits:.2f} bits).")
-            charts.show(candidate_bars(chosen.candidates,
-                                       f"Candidates after token #{position}",
-                                       chosen.actual.token_id), key="pred_candidates")
-            st.dataframe(position_table(per_position, record.tokens), hide_index=True,
-                         key="pred_table")
+            show_positions(predictions.positions, record.tokens)
     elif predictions.masks:
         intro.caption(f"{record.num_tokens} tokens · {plain(record.source)}")
         for index, fillers in enumerate(predictions.masks):

@@ -1,6 +1,7 @@
 import streamlit as st
 
-from models.arithmetic import key_products, row_arithmetic
+from models.arithmetic import key_products, row_arithmetic, row_arithmetic_from_rows
+from ui import long_inputs, long_rows, long_views
 from ui.charts import show
 from ui.routing import through_app
 from ui.state import current_trace, index_slider, sidebar_input
@@ -8,6 +9,8 @@ from viz.arithmetic import (output_check, products_figure, row_steps_figure, row
                             vectors_figure)
 
 through_app()
+
+SHOWN_KEYS = 48  # keys drawn as bars for a long input: those with the largest weights
 
 st.title("One attention row, step by step")
 st.markdown(
@@ -20,66 +23,94 @@ st.markdown(
 )
 st.latex(r"\text{weights} = \operatorname{softmax}\!\left(\frac{q\,K^\top}{\sqrt{d_k}} + \text{mask}\right),"
          r"\qquad \text{output} = \textstyle\sum_j \text{weight}_j\, v_j")
-trace = current_trace()
-if trace is not None:
+given = sidebar_input()
+long = long_inputs.long_count(given.source, given.text, given.pair)
+read_all = long is not None and st.toggle(**long_views.read_all_text(long), key="arith_long")
+if read_all:
+    streamed = long_inputs.overview(given.source, given.text, given.pair).streamed
+    tokens, special_positions = streamed.tokens, streamed.encoded.special_positions
+    num_layers, num_heads = streamed.num_layers, streamed.num_heads
+    source_label = long_inputs.label(given.source)
+else:
+    trace = current_trace()
+    if trace is None:
+        st.stop()
     record = trace.record
-    given = sidebar_input()
-    if given.merge_words or given.hide_special:
-        st.caption("Vectors belong to the model's own tokens, so this page shows every word "
-                   "piece and special token whatever the sidebar's token options say.")
-    left, middle, right = st.columns(3)
-    with left:
-        layer = index_slider("Layer", record.num_layers, "arith_layer")
-    with middle:
-        head = index_slider("Head", record.num_heads, "arith_head")
-    positions = list(range(record.num_tokens))
+    tokens, special_positions = record.tokens, record.special_positions
+    num_layers, num_heads, source_label = record.num_layers, record.num_heads, record.source
+if given.merge_words or given.hide_special:
+    st.caption("Vectors belong to the model's own tokens, so this page shows every word "
+               "piece and special token whatever the sidebar's token options say.")
+left, middle, right = st.columns(3)
+with left:
+    layer = index_slider("Layer", num_layers, "arith_layer")
+with middle:
+    head = index_slider("Head", num_heads, "arith_head")
+positions = list(range(len(tokens)))
+if read_all:  # thousands of tokens: a position, not a list to scroll
+    if not isinstance(st.session_state.get("arith_position"), int) or \
+            not 0 <= st.session_state["arith_position"] < len(tokens):
+        st.session_state["arith_position"] = len(tokens) - 1
+    query = int(right.number_input(f"Query position (0–{len(tokens) - 1})", 0, len(tokens) - 1,
+                                   key="arith_position"))
+    with st.spinner(f"Computing row {query} of layer {layer} from the layer's input…"):
+        row = row_arithmetic_from_rows(
+            long_rows.exact_row(given.source, given.text, given.pair, layer, query), head, query)
+else:
     if st.session_state.get("arith_query") not in positions:
-        st.session_state["arith_query"] = min(1, record.num_tokens - 1)
+        st.session_state["arith_query"] = min(1, len(tokens) - 1)
     query = right.selectbox("Query token", positions, key="arith_query",
-                            format_func=lambda i: f"#{i} {record.tokens[i]}")
+                            format_func=lambda i: f"#{i} {tokens[i]}")
     row = row_arithmetic(trace, layer, head, query)
-    st.caption(f"{record.source} · d_k = {row.query.shape[-1]} · query #{query} "
-               f"'{record.tokens[query]}'")
-    if row.rotary:
-        st.info("This model encodes positions by rotating q and k (rotary position embeddings): "
-                "the vectors below are q and k after that rotation, the ones the model "
-                "multiplied, so q · k already depends on how far apart the two tokens are.")
-    if row.kv_group > 1:
-        st.info(f"Grouped-query attention: {row.kv_group} query heads share each key/value head. "
-                f"Query head {head} reads key/value head {row.kv_head} (heads "
-                f"{row.kv_head * row.kv_group}–{(row.kv_head + 1) * row.kv_group - 1} share it).")
-    shown_keys = None
-    if record.special_positions:
-        specials = sorted({record.tokens[i] for i in record.special_positions})
-        if st.checkbox(f"Leave {' and '.join(specials)} out of the bars", key="arith_no_special"):
-            special = set(record.special_positions)
-            shown_keys = [i for i in positions if i not in special] or None
-            st.caption(f"The bars leave out {' and '.join(specials)}, but the softmax is still the "
-                       "model's, over every key it used: the weights shown no longer add up to 1.")
-    show(row_steps_figure(row, record.tokens, shown_keys), key="arith_steps")
-    st.subheader("The numbers")
-    st.dataframe(row_table(row, record.tokens), hide_index=True, key="arith_table",
-                 column_config={"softmax weight": st.column_config.ProgressColumn(
-                     "softmax weight", min_value=0.0, max_value=1.0, format="%.4f")})
-    st.success(
-        f"Check: the weighted sum of the value vectors shown here matches the model's own output "
-        f"for this head and token to within {output_check(row):.1e}, and the softmax row is the "
-        "row the attention maps show."
-    )
-    st.subheader("Inside one q · k")
-    st.markdown(
-        "A dot product is a sum over the dimensions: q · k = Σ_d q_d k_d. Pick a key to see the "
-        f"{row.query.shape[-1]} products q_d × k_d behind its bar in step 1 (bertviz's neuron "
-        "view shows the same). Dimensions where q and k have the same sign push the score up, "
-        "the others pull it down; a few large products often decide it."
-    )
-    if st.session_state.get("arith_key") not in positions:
-        st.session_state["arith_key"] = int(row.weights.argmax())
-    key = st.selectbox("Key token", positions, key="arith_key",
-                       format_func=lambda i: f"#{i} {record.tokens[i]}")
-    parts = key_products(row, key)
-    show(products_figure(parts, record.tokens, query), key="arith_products")
-    st.success(f"Check: the {len(parts.products)} products add up to {parts.total:.6f}, and step "
-               f"1's q · k for this key is {parts.dot:.6f} (difference {parts.difference:.1e}).")
-    st.subheader("The vectors")
-    show(vectors_figure(row, record.tokens), key="arith_vectors")
+st.caption(f"{source_label} · d_k = {row.query.shape[-1]} · query #{query} '{tokens[query]}'"
+           + (f" of {len(tokens):,} tokens, computed exactly from layer {layer}'s input"
+              if read_all else ""))
+if row.rotary:
+    st.info("This model encodes positions by rotating q and k (rotary position embeddings): "
+            "the vectors below are q and k after that rotation, the ones the model "
+            "multiplied, so q · k already depends on how far apart the two tokens are.")
+if row.kv_group > 1:
+    st.info(f"Grouped-query attention: {row.kv_group} query heads share each key/value head. "
+            f"Query head {head} reads key/value head {row.kv_head} (heads "
+            f"{row.kv_head * row.kv_group}–{(row.kv_head + 1) * row.kv_group - 1} share it).")
+candidates = positions
+if special_positions:
+    specials = sorted({tokens[i] for i in special_positions})
+    if st.checkbox(f"Leave {' and '.join(specials)} out of the bars", key="arith_no_special"):
+        special = set(special_positions)
+        candidates = [i for i in positions if i not in special] or positions
+        st.caption(f"The bars leave out {' and '.join(specials)}, but the softmax is still the "
+                   "model's, over every key it used: the weights shown no longer add up to 1.")
+shown_keys = None if candidates is positions else candidates
+if read_all and len(candidates) > SHOWN_KEYS:
+    shown_keys = long_rows.strongest_keys(row.weights, candidates, SHOWN_KEYS)
+    st.caption(f"Over {len(tokens):,} keys the bars show the {SHOWN_KEYS} with the largest "
+               "weights, in order of position; the table lists every key.")
+show(row_steps_figure(row, tokens, shown_keys), key="arith_steps")
+st.subheader("The numbers")
+st.dataframe(row_table(row, tokens), hide_index=True, key="arith_table",
+             column_config={"softmax weight": st.column_config.ProgressColumn(
+                 "softmax weight", min_value=0.0, max_value=1.0, format="%.4f")})
+st.success(
+    f"Check: the weighted sum of the value vectors shown here matches the model's own output "
+    f"for this head and token to within {output_check(row):.1e}, and the softmax row is the "
+    "row the attention maps show."
+)
+st.subheader("Inside one q · k")
+st.markdown(
+    "A dot product is a sum over the dimensions: q · k = Σ_d q_d k_d. Pick a key to see the "
+    f"{row.query.shape[-1]} products q_d × k_d behind its bar in step 1 (bertviz's neuron "
+    "view shows the same). Dimensions where q and k have the same sign push the score up, "
+    "the others pull it down; a few large products often decide it."
+)
+choices = positions if shown_keys is None or not read_all else shown_keys
+if st.session_state.get("arith_key") not in choices:
+    st.session_state["arith_key"] = int(max(choices, key=lambda i: row.weights[i]))
+key = st.selectbox("Key token", choices, key="arith_key",
+                   format_func=lambda i: f"#{i} {tokens[i]}")
+parts = key_products(row, key)
+show(products_figure(parts, tokens, query), key="arith_products")
+st.success(f"Check: the {len(parts.products)} products add up to {parts.total:.6f}, and step "
+           f"1's q · k for this key is {parts.dot:.6f} (difference {parts.difference:.1e}).")
+st.subheader("The vectors")
+show(vectors_figure(row, tokens, shown_keys if read_all else None), key="arith_vectors")

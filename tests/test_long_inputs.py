@@ -3,6 +3,8 @@ exact maps on demand, and the all-heads page over more tokens than a full trace 
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -11,6 +13,7 @@ from models.streaming import exact_head, exact_layer, long_limit, prepare, strea
 from tests.app_support import array, figures, run_page, texts
 from tests.long_support import full_attentions
 from tests.tiny_models import tiny_gpt2
+from ui.export_files import STATIC_DIR
 from viz.overview import max_pool
 from viz.statistics import head_statistics
 
@@ -111,8 +114,14 @@ def test_the_all_heads_page_reads_a_long_decoder_input_whole(decoder_runner):
     np.testing.assert_allclose(array(window["data"][0]["z"]), exact[100:164, 40:104], atol=1e-5)
     assert array(whole["data"][0]["z"]).shape == (256, 256)
     np.testing.assert_allclose(array(whole["data"][0]["z"]).max(), exact.max(), atol=1e-5)
-    labels = [button.proto.label for button in at.get("download_button")]
-    assert labels == ["This head as NPZ (exact)", "Every head's thumbnail as NPZ"]
+    links = re.findall(r'<a href="app/static/([^"]+)" download="([^"]+)"',
+                       "".join(element.value for element in at.markdown))
+    stem = "HuggingFaceTB_SmolLM2-135M-Instruct"
+    assert [name for _, name in links] == [f"{stem}_L29H8_{count}tokens.npz"]
+    with np.load(STATIC_DIR / links[0][0], allow_pickle=False) as head:  # small: written at once
+        np.testing.assert_allclose(head["weights"], exact, atol=1e-5)
+    assert at.button(key="all_long_export_thumbs_npz").label == (  # 30 x 9 x 64 x 64: asked for
+        "Prepare every head's thumbnail as NPZ")
 
 
 def test_a_long_inputs_head_and_thumbnails_download_as_npz_without_pickles():

@@ -202,8 +202,9 @@ def _request_open(layer: int, head: int) -> None:
     st.session_state[OPEN_REQUEST] = True
 
 
-def open_head_buttons(heads: list[tuple[int, int, str]], key: str) -> None:
-    """One button per (layer, head, note): a click opens that head on the attention-maps page.
+def open_head_buttons(heads: list[tuple[int, int, str]], key: str, long: bool = False) -> None:
+    """One button per (layer, head, note): a click opens that head on the attention-maps page
+    (reading the whole long input there too when `long`).
 
     The switch carries the whole view as a link (ui.links): st.switch_page starts the new page
     without the browser's widget values, so the sidebar's input travels in the link.
@@ -211,7 +212,7 @@ def open_head_buttons(heads: list[tuple[int, int, str]], key: str) -> None:
     if st.session_state.pop(OPEN_REQUEST, False):
         st.switch_page(MAPS_PAGE, query_params={
             **shared_params(), "layer": str(st.session_state["maps_layer"]),
-            "head": str(st.session_state["maps_head"])})
+            "head": str(st.session_state["maps_head"]), **({"long": "true"} if long else {})})
     columns = st.columns(len(heads)) if heads else []
     for column, (layer, head, note) in zip(columns, heads):
         column.button(f"Open layer {layer} · head {head}", key=f"{key}_{layer}_{head}",

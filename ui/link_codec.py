@@ -55,7 +55,7 @@ WIDGET_KINDS = {
     "checkbox": "bool", "toggle": "bool",
     "text_input": "text", "text_area": "text",
     "slider": "number", "number_input": "number",
-    "index_slider": "index",
+    "index_slider": "index", "window_start": "int",
     "selectbox": "choice", "radio": "choice", "select_slider": "choice",
     "segmented_control": "choice", "pills": "choice",
 }
@@ -99,7 +99,7 @@ def _key_argument(call: ast.Call, name: str) -> ast.expr | None:
     for keyword in call.keywords:
         if keyword.arg == "key":
             return keyword.value
-    if name == "index_slider" and len(call.args) > 2:  # index_slider(label, count, key, ...)
+    if name in ("index_slider", "window_start") and len(call.args) > 2:  # (label, count, key, …)
         return call.args[2]
     return None
 

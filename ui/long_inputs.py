@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import streamlit as st
 
 from models.byte_cache import release_freed_memory
@@ -32,8 +31,7 @@ from models.limits import LONG_INPUT_DISK_BYTES
 from models.streaming import (LayerInputs, Streamed, exact_head, exact_layer, long_limit,
                               prepare, stream)
 from ui import cache
-from viz.overview import THUMBNAIL_CELLS, max_pool
-from viz.statistics import StatisticsInput, layer_statistics, statistics_table
+from ui.long_summary import LongReducer, LongSummary
 
 _ONE_AT_A_TIME = threading.Lock()
 # Each long input's per-layer inputs live in files under one folder per server process, removed
@@ -56,6 +54,7 @@ _SPILLS_LOCK = threading.Lock()
 def _keep_on_disk(kept: LayerInputs) -> None:
     """Count a new input's files and delete the oldest inputs' files beyond the disk budget."""
     with _SPILLS_LOCK:
+        _SPILLS.pop(kept.folder.name, None)  # kept again: now the newest
         _SPILLS[kept.folder.name] = kept
         sizes = {name: spill.disk_bytes for name, spill in _SPILLS.items()}
         while sum(sizes.values()) > LONG_INPUT_DISK_BYTES and len(_SPILLS) > 1:
@@ -66,18 +65,22 @@ def _keep_on_disk(kept: LayerInputs) -> None:
 
 @dataclass(frozen=True)
 class LongOverview:
-    """What one streamed forward keeps of a long input: its tokens, every head's thumbnail
-    (L, H, q, k) float32 and every head's statistics (the table of `head_statistics`)."""
+    """What one streamed forward keeps of a long input: its tokens (and its layers' inputs, on
+    disk) and the summary of its attention (ui.long_summary: thumbnails, statistics, detector
+    scores, role shares, the rollout's pooled maps)."""
 
     streamed: Streamed
-    pooled: np.ndarray
-    statistics: pd.DataFrame
+    summary: LongSummary
 
     @property
     def nbytes(self) -> int:
         ids = self.streamed.encoded.input_ids
-        return (self.pooled.nbytes + ids.numel() * 80  # ids, tokens and their strings
-                + int(self.statistics.memory_usage(deep=True).sum()) + 4096)
+        return self.summary.nbytes + ids.numel() * 80 + 4096  # ids, tokens and their strings
+
+    def __getattr__(self, name: str):  # overview.pooled, .statistics, .roles, …
+        if name.startswith("__") or name in ("streamed", "summary"):  # (copying, unpickling)
+            raise AttributeError(name)
+        return getattr(self.summary, name)
 
 
 @dataclass(frozen=True)
@@ -147,18 +150,15 @@ def overview(source: ModelSource, text: str, pair: str) -> LongOverview:
 
     def compute() -> LongOverview:
         encoded, _ = prepare(runner, text, pair or None)  # the tokens the stream will read
-        given = StatisticsInput(keys=encoded.tokens, special_positions=encoded.special_positions,
-                                causal=runner.causal)
         bar = st.progress(0.0, text="Reading the long input layer by layer…")
         layers = getattr(runner.config, "num_hidden_layers", None)
 
-        def reduce(index: int, maps: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        def progress(done: int) -> None:
             if layers:
-                bar.progress(min((index + 1) / layers, 1.0),
-                             text=f"Reading the long input: layer {index + 1} of {layers}…")
-            # (H, q, k) thumbnails (not a view of the maps) and (H,) numbers per statistic
-            return max_pool(maps, THUMBNAIL_CELLS).copy(), layer_statistics(maps, given)
+                bar.progress(min(done / layers, 1.0),
+                             text=f"Reading the long input: layer {done} of {layers}…")
 
+        reduce = LongReducer(encoded, runner.causal, progress)
         folder = _spill_root() / uuid.uuid4().hex
         try:
             streamed = one_at_a_time(lambda: stream(runner, text, pair or None, reduce,
@@ -169,12 +169,7 @@ def overview(source: ModelSource, text: str, pair: str) -> LongOverview:
         finally:
             bar.empty()
             release_freed_memory()  # the layers' maps (~1.8 GB at 4,096 tokens) are gone now
-        if streamed.tokens != given.keys:
-            raise ValueError("the streamed input's tokens are not the ones measured")
-        pooled = np.stack([summary[0] for summary in streamed.summaries])  # (L, H, q, k)
-        table = statistics_table([summary[1] for summary in streamed.summaries], given,
-                                 streamed.num_tokens)
-        result = LongOverview(streamed, pooled, table)
+        result = LongOverview(streamed, reduce.summary(streamed))
         _keep_on_disk(streamed.layer_inputs)
         weakref.finalize(result, _forget, streamed.layer_inputs)  # dropped from memory: files go
         return result
@@ -198,3 +193,30 @@ def head(source: ModelSource, text: str, pair: str, layer: int, head_index: int)
         return LongHead(maps[head_index].copy())  # the head alone: the layer's maps can go
 
     return cache.kept_trace(key, compute).weights
+
+
+def kept_inputs(source: ModelSource, text: str, pair: str) -> tuple[LongOverview, LayerInputs]:
+    """A long input's overview and every layer's kept input. When the disk budget has deleted
+    them (other long inputs came after), one forward with a progress bar writes them again."""
+    result = overview(source, text, pair)
+    streamed = result.streamed
+    kept = streamed.layer_inputs
+
+    def complete() -> bool:
+        return all(kept.has(layer) for layer in range(streamed.num_layers))
+
+    if complete():
+        return result, kept
+
+    def refill() -> None:
+        if complete():  # another session wrote them while this one waited
+            return
+        with st.spinner("This text's layer inputs were cleared to make room for others; "
+                        "reading it again, layer by layer…"):
+            stream(cache.loaded(source), text, pair or None, lambda layer, maps: None,
+                   keep_inputs=kept.folder)
+        release_freed_memory()
+
+    one_at_a_time(refill)
+    _keep_on_disk(kept)
+    return result, kept

@@ -15,7 +15,7 @@ import streamlit as st
 
 from models.source import ModelSource
 from ui import charts, long_inputs
-from viz.long_view import WINDOW_TOKENS, window_figure
+from viz.long_view import WINDOW_TOKENS, fit_half_width, window_figure
 
 
 def read_all_text(long: long_inputs.LongCount) -> dict[str, str]:
@@ -28,7 +28,8 @@ def read_all_text(long: long_inputs.LongCount) -> dict[str, str]:
              "and each layer's maps are measured and pooled as soon as they are computed, then "
              "let go; the head you pick is computed again, exactly, on its own. About a minute "
              "at 4,096 tokens on this machine, once per text for everyone on the server (the "
-             "All heads, Attention maps and Head statistics pages share it).")
+             "All heads, Attention maps, Head statistics, Rollout, Head detectors and Compare "
+             "pages share it).")
 
 
 def window_start(label: str, last: int, key: str, default: int, container) -> int:
@@ -48,17 +49,20 @@ class LongStatistics:
     num_tokens: int
 
 
+def window_last(tokens: tuple[str, ...]) -> int:
+    """The last first position a window of a long input can have."""
+    return max(len(tokens) - WINDOW_TOKENS, 0)
+
+
 def exact_window(weights, tokens: tuple[str, ...], layer: int, head: int, prefix: str,
-                 sliders, picture) -> None:
-    """Two sliders (in `sliders`) choosing a window of a long input's head, and its exact
-    weights with the tokens (in `picture`); the window starts on the diagonal at the end (the
-    last queries over the keys just before them, where a causal head's local pattern is)."""
-    last = max(len(tokens) - WINDOW_TOKENS, 0)
-    query_start = window_start("Window: first query", last, f"{prefix}_window_query", last,
-                               sliders)
-    key_start = window_start("Window: first key", last, f"{prefix}_window_key", last, sliders)
-    charts.show(window_figure(weights, tokens, layer, head, query_start, key_start),
-                key=f"{prefix}_long_window", container=picture)
+                 starts: tuple[int, int], picture, half_width: bool = False) -> None:
+    """The exact weights of a window of a long input's head, with the tokens, in `picture`;
+    `starts` are the window's first query and first key, from two `window_start` sliders that
+    the page draws (so their keys are in the page's source, where links find them)."""
+    query_start, key_start = starts
+    figure = window_figure(weights, tokens, layer, head, query_start, key_start)
+    charts.show(fit_half_width(figure) if half_width else figure, key=f"{prefix}_long_window",
+                container=picture)
 
 
 def statistics(source: ModelSource, text: str, pair: str) -> LongStatistics:

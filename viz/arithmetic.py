@@ -100,19 +100,23 @@ def products_figure(products: KeyProducts, tokens: tuple[str, ...], query_index:
     return figure
 
 
-def vectors_figure(row: RowArithmetic, tokens: tuple[str, ...]) -> go.Figure:
-    """The query vector, every key and value vector, and the weighted sum, as columns of numbers."""
-    labels = key_labels(tokens)
-    stacked = np.concatenate([row.query[None], row.keys, row.values, row.output[None]])
+def vectors_figure(row: RowArithmetic, tokens: tuple[str, ...],
+                   shown_keys: Sequence[int] | None = None) -> go.Figure:
+    """The query vector, every key and value vector (or those of `shown_keys`), and the weighted
+    sum, as columns of numbers."""
+    every = key_labels(tokens)
+    keys = np.arange(len(tokens)) if shown_keys is None else np.asarray(shown_keys, dtype=int)
+    labels = [every[k] for k in keys]
+    stacked = np.concatenate([row.query[None], row.keys[keys], row.values[keys], row.output[None]])
     limit = float(np.abs(stacked).max()) or 1.0
     figure = make_subplots(rows=1, cols=4, column_widths=[0.08, 0.42, 0.42, 0.08],
                            horizontal_spacing=0.04,
                            subplot_titles=["query q", "keys k_j", "values v_j", "Σ w_j v_j"])
     dims = list(range(row.query.shape[-1]))
     common = dict(colorscale="RdBu", zmid=0, zmin=-limit, zmax=limit, coloraxis=None, showscale=False)
-    figure.add_trace(go.Heatmap(z=row.query[:, None], y=dims, x=[labels[row.query_index]],
+    figure.add_trace(go.Heatmap(z=row.query[:, None], y=dims, x=[every[row.query_index]],
                                 hovertemplate="dim %{y}: %{z:.4f}<extra></extra>", **common), 1, 1)
-    for col, matrix, name in ((2, row.keys, "k"), (3, row.values, "v")):
+    for col, matrix, name in ((2, row.keys[keys], "k"), (3, row.values[keys], "v")):
         figure.add_trace(go.Heatmap(
             z=matrix.T, x=labels, y=dims,
             hovertemplate=f"{name} of %{{x}}<br>dim %{{y}}: %{{z:.4f}}<extra></extra>", **common,

@@ -26,6 +26,7 @@ from viz.statistics import head_statistics, row_entropy_bits
 from viz.tokens import EMPTY_ROW_WEIGHT
 
 MIN_DIFFERENCE_SCALE = 0.01  # colour scale top when the two inputs are (almost) the same
+ROLE_BLOCK = 256  # query rows `layer_roles` reads at a time
 ROLES = ("first special", "other special", "self", "previous", "next", "earlier", "later")
 
 
@@ -52,6 +53,54 @@ def role_distribution(record: AttentionRecord) -> np.ndarray:
     live = weights.sum(axis=-1) > EMPTY_ROW_WEIGHT  # (L, H, Q)
     count_live = np.maximum(live.sum(axis=-1, keepdims=True), 1)  # (L, H, 1)
     return (per_row * live[..., None]).sum(axis=-2, dtype=np.float64) / count_live
+
+
+def layer_roles(maps: np.ndarray, special_positions) -> np.ndarray:
+    """(H, R) float64: one layer's `role_distribution` from its (H, Q, K) float32 maps (read only,
+    square), with the same roles, special-token precedence and live rows.
+
+    Read in blocks of ROLE_BLOCK query rows: each row's weight left and right of the diagonal
+    (the block's columns outside it are summed whole; only its (H, b, b) corner is copied to
+    cut it), the three diagonals and the special columns. No (Q, K) array is built, and a
+    row's total (left + diagonal + right) decides whether it is live.
+    """
+    heads, count, keys = maps.shape
+    if keys != count:
+        raise ValueError(f"roles need square maps, got {maps.shape}")
+    special = list(special_positions)
+    first = special[:1]
+    others = sorted(set(special[1:]) - set(first))
+    specials = np.array(sorted(set(special)), dtype=np.int64)  # (S,)
+    left, right = np.empty((heads, count)), np.empty((heads, count))  # (H, Q) k < q, k > q
+    for start in range(0, count, ROLE_BLOCK):
+        end = min(start + ROLE_BLOCK, count)
+        rows = maps[:, start:end]  # (H, b, K) view
+        corner = rows[:, :, start:end]  # (H, b, b)
+        left[:, start:end] = rows[:, :, :start].sum(axis=-1) + np.tril(corner, -1).sum(axis=-1)
+        right[:, start:end] = rows[:, :, end:].sum(axis=-1) + np.triu(corner, 1).sum(axis=-1)
+    positions = np.arange(count)
+    is_special = np.zeros(count, dtype=bool)  # (Q,)
+    is_special[specials] = True
+    diagonal = np.diagonal(maps, axis1=1, axis2=2).astype(np.float64)  # (H, Q)
+    previous, following = np.zeros((heads, count)), np.zeros((heads, count))
+    previous[:, 1:] = np.diagonal(maps, offset=-1, axis1=1, axis2=2)  # query q, key q - 1
+    following[:, :-1] = np.diagonal(maps, offset=1, axis1=1, axis2=2)  # query q, key q + 1
+    previous[:, 1:] *= ~is_special[:count - 1]
+    following[:, :-1] *= ~is_special[1:count]
+    columns = maps[:, :, specials].astype(np.float64)  # (H, Q, S)
+    below = specials[None, :] < positions[:, None]  # (Q, S) special keys left of each query
+    above = specials[None, :] > positions[:, None]
+    roles = np.empty((heads, count, len(ROLES)))  # (H, Q, R)
+    roles[..., ROLES.index("first special")] = maps[:, :, first].sum(axis=-1)
+    roles[..., ROLES.index("other special")] = maps[:, :, others].sum(axis=-1, dtype=np.float64)
+    roles[..., ROLES.index("self")] = np.where(is_special, 0.0, diagonal)
+    roles[..., ROLES.index("previous")] = previous
+    roles[..., ROLES.index("next")] = following
+    roles[..., ROLES.index("earlier")] = left - previous - (columns * below).sum(axis=-1)
+    roles[..., ROLES.index("later")] = right - following - (columns * above).sum(axis=-1)
+    live = left + diagonal + right > EMPTY_ROW_WEIGHT  # (H, Q)
+    count_live = np.maximum(live.sum(axis=-1, keepdims=True), 1)  # (H, 1)
+    return (roles * live[..., None]).sum(axis=1) / count_live
 
 
 def aligned_divergence(first: AttentionRecord, second: AttentionRecord) -> np.ndarray:
@@ -83,16 +132,39 @@ def compare_heads(first: AttentionRecord, second: AttentionRecord) -> pd.DataFra
     if first.weights.shape[:2] != second.weights.shape[:2]:
         raise ValueError("the two records come from models with different layers or heads")
     stats_first, stats_second = head_statistics(first), head_statistics(second)
-    table = stats_first[["layer", "head"]].copy()
-    table["role_jsd"] = jensen_shannon_bits(role_distribution(first),
-                                            role_distribution(second)).ravel()
-    if first.num_tokens == second.num_tokens:
-        table["aligned_jsd"] = aligned_divergence(first, second).ravel()
-        table.insert(2, "difference", table["aligned_jsd"])
-    else:
-        table.insert(2, "difference", table["role_jsd"])
-    table["label_first"] = stats_first["label"]
-    table["label_second"] = stats_second["label"]
+    role_jsd = jensen_shannon_bits(role_distribution(first), role_distribution(second))  # (L, H)
+    aligned = (aligned_divergence(first, second) if first.num_tokens == second.num_tokens
+               else None)
+    return _ranked(role_jsd, stats_first["label"], stats_second["label"], aligned)
+
+
+def compare_role_tables(first_roles: np.ndarray, second_roles: np.ndarray, first_labels,
+                        second_labels) -> pd.DataFrame:
+    """`compare_heads`' ranking by roles alone, from each input's (L, H, R) role shares
+    (`role_distribution`, or `layer_roles` of each layer stacked) and each input's (L * H,) head
+    labels (the `label` column of `head_statistics`, ordered by layer, then head): what is known
+    of an input read layer by layer, whatever the lengths."""
+    first_roles, second_roles = np.asarray(first_roles), np.asarray(second_roles)
+    if first_roles.shape != second_roles.shape or first_roles.shape[-1:] != (len(ROLES),):
+        raise ValueError("the two inputs' roles come from models with different layers or heads")
+    return _ranked(jensen_shannon_bits(first_roles, second_roles), first_labels, second_labels)
+
+
+def _ranked(role_jsd: np.ndarray, first_labels, second_labels,
+            aligned: np.ndarray | None = None) -> pd.DataFrame:
+    """The ranking table from (L, H) role JSDs (and position-aligned JSDs, when the lengths
+    match): rank, layer, head, difference, role_jsd[, aligned_jsd], label_first, label_second."""
+    layers, heads = role_jsd.shape
+    layer, head = np.divmod(np.arange(layers * heads), heads)  # (L*H,) each
+    table = pd.DataFrame({"layer": layer, "head": head, "role_jsd": role_jsd.ravel()})
+    if aligned is not None:
+        table["aligned_jsd"] = aligned.ravel()
+    table.insert(2, "difference", table["role_jsd" if aligned is None else "aligned_jsd"])
+    for column, labels in (("label_first", first_labels), ("label_second", second_labels)):
+        labels = pd.Series(labels).reset_index(drop=True)
+        if len(labels) != len(table):
+            raise ValueError(f"{len(labels)} head labels for {layers} layers x {heads} heads")
+        table[column] = labels
     table = table.sort_values(["difference", "layer", "head"], ascending=[False, True, True],
                               kind="stable")
     table.insert(0, "rank", np.arange(1, len(table) + 1))

@@ -64,6 +64,17 @@ def pooled_head_figure(weights: np.ndarray, layer: int, head: int,
     return figure
 
 
+HALF_WIDTH_HEIGHT_PX = 520  # a map in half of the page at 1280 px: about as tall as it is wide
+
+
+def fit_half_width(figure: go.Figure, height: int = HALF_WIDTH_HEIGHT_PX) -> go.Figure:
+    """A square map made to stand in half of the page: no taller than the column is wide, and
+    drawn at the top of its figure (under its title and key labels), not centred in it."""
+    figure.update_layout(height=height)
+    figure.update_yaxes(constrain="domain", constraintoward="top")
+    return figure
+
+
 def colour_top(weights: np.ndarray, cells: int = POOLED_CELLS) -> float:
     """The top of a long input's colour scale: the 99th percentile of the pooled map's non-zero
     blocks. Over thousands of keys a head's weights are small, and the first rows of a causal

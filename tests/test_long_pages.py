@@ -1,0 +1,136 @@
+"""The pages that read a long decoder input whole beyond the maps, statistics and all heads:
+rollout, head detectors and compare take their numbers from the one streamed forward, and they
+equal the same functions run on the full forward's maps; the long views' window sliders travel in
+links."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from models.detectors import first_token_scores, previous_token_scores
+from models.record import AttentionRecord
+from models.streaming import prepare
+from tests.app_support import array, figures, run_page, texts
+from tests.long_support import full_attentions
+from tests.test_links import open_link, rerun
+from viz.compare import jensen_shannon_bits, role_distribution
+from viz.overview import max_pool
+from viz.rollout import attention_rollout, head_average
+
+WORDS = ("time flies like an arrow , fruit flies like a banana . " * 400).split()
+LONG_TEXT = " ".join(WORDS[:420])  # more tokens than the decoder's full trace keeps (352)
+DECODER = {"sb_kind": "decoder"}
+
+
+@pytest.fixture(scope="module")
+def long_record(decoder_runner) -> AttentionRecord:
+    """The long text's record from the model's own forward with output_attentions."""
+    encoded, _ = prepare(decoder_runner, LONG_TEXT, None)
+    assert len(encoded.tokens) > decoder_runner.max_tokens
+    return AttentionRecord(encoded.tokens, source="SmolLM2", masks=("causal",),
+                           special_positions=encoded.special_positions,
+                           layers=tuple(full_attentions(decoder_runner, encoded)))
+
+
+def test_rollout_reads_a_long_input_whole_and_equals_the_full_maps_rollout(long_record):
+    at = run_page("rollout", text=LONG_TEXT, state={**DECODER, "rollout_long": True,
+                                                    "rollout_layer": 17})
+    raw, rolled = figures(at)
+    count = long_record.num_tokens
+    assert f"{count:,}" in texts(at)
+    expected_raw = max_pool(head_average(long_record)[17][None].astype(np.float32), 256)[0]
+    expected_rolled = max_pool(attention_rollout(long_record)[17][None].astype(np.float32),
+                               256)[0]
+    np.testing.assert_allclose(array(raw["data"][0]["z"]), expected_raw, atol=1e-5)
+    np.testing.assert_allclose(array(rolled["data"][0]["z"]), expected_rolled, atol=1e-4)
+    assert array(rolled["data"][0]["z"]).shape == (256, 256)
+
+
+@pytest.mark.parametrize("name, reference", [("previous-token", previous_token_scores),
+                                             ("first-token sink", first_token_scores)])
+def test_sentence_detectors_score_every_token_of_a_long_input(long_record, name, reference):
+    at = run_page("head_detectors", text=LONG_TEXT,
+                  state={**DECODER, "detectors_long": True, "detectors_kind": name})
+    (grid,) = figures(at)
+    np.testing.assert_allclose(array(grid["data"][0]["z"]), reference(long_record), atol=1e-5)
+    assert f"all {long_record.num_tokens:,} tokens" in texts(at)
+    assert "were dropped" not in texts(at)  # the full trace (and its notice) never ran
+
+
+def test_the_separator_detector_says_why_a_decoder_text_has_nothing_to_measure():
+    at = run_page("head_detectors", text=LONG_TEXT,
+                  state={**DECODER, "detectors_long": True, "detectors_kind": "[SEP] sink"})
+    assert not figures(at)
+    assert "no [SEP]-like special token" in texts(at)
+
+
+def test_compare_ranks_a_long_and_a_short_input_by_the_roles_of_their_heads(
+        decoder_runner, long_record):
+    second = "Fruit flies like a banana."
+    at = run_page("compare", text=LONG_TEXT, state={**DECODER, "compare_long": True})
+    table = at.dataframe[0].value
+    short = decoder_runner.run(second).record
+    expected = jensen_shannon_bits(role_distribution(long_record), role_distribution(short))
+    ranked = expected[table["layer"].to_numpy(), table["head"].to_numpy()]
+    np.testing.assert_allclose(table["role_jsd"], ranked, atol=1e-5)
+    np.testing.assert_allclose(table["difference"], ranked, atol=1e-5)
+    assert list(table["difference"]) == sorted(table["difference"], reverse=True)
+    assert "aligned_jsd" not in table
+    first_map, second_map = figures(at)[1:]
+    assert f"all {long_record.num_tokens:,} tokens" in first_map["layout"]["title"]["text"]
+    assert array(second_map["data"][0]["z"]).shape == (short.num_tokens,) * 2
+
+
+def test_a_long_views_window_travels_in_its_link(decoder_runner, long_record):
+    at = open_link("all_heads", {"text": LONG_TEXT, "model": "decoder", "long": "true",
+                                 "layer": "29", "head": "8", "window_query": "100",
+                                 "window_key": "40"})
+    window = figures(at)[2]
+    exact = long_record.layer(29)[8]
+    np.testing.assert_allclose(array(window["data"][0]["z"]), exact[100:164, 40:104], atol=1e-5)
+    slider = next(s for s in at.main.get("slider") if s.label == "Window: first key")
+    slider.set_value(60)
+    rerun(at)
+    assert at.query_params["window_key"] == "60" and at.query_params["window_query"] == "100"
+
+
+def test_one_row_of_a_long_input_is_the_models_own_row_with_its_vectors(long_record):
+    query = long_record.num_tokens - 20
+    at = run_page("row_arithmetic", text=LONG_TEXT,
+                  state={**DECODER, "arith_long": True, "arith_layer": 15, "arith_head": 4,
+                         "arith_position": query})
+    table = at.dataframe[0].value
+    exact = long_record.layer(15)[4][query]
+    assert len(table) == long_record.num_tokens
+    np.testing.assert_allclose(table["softmax weight"], exact, atol=1e-6)
+    steps = figures(at)[0]
+    shown = [int(label.rsplit("#", 1)[1]) for label in steps["data"][2]["x"]]
+    assert len(shown) == 48 and shown == sorted(shown)
+    assert set(shown) == set(np.argsort(-exact)[:48].tolist())  # the strongest keys
+    check = next(s.value for s in at.success if "weighted sum of the value vectors" in s.value)
+    assert float(check.split("within ")[1].split(",")[0]) < 1e-5
+    assert "were dropped" not in texts(at)
+
+
+def test_bertviz_draws_an_exact_window_of_every_layer_of_a_long_input(long_record):
+    from models.decoder import DEFAULT_DECODER
+    from models.source import Kind, ModelSource
+    from ui import long_rows
+    from viz.bertviz_views import HEAD_VIEW, view_html
+
+    at = run_page("bertviz_views", text=LONG_TEXT,
+                  state={**DECODER, "bertviz_long": True, "bertviz_window_start": 100})
+    assert f"Tokens 100–163 of {long_record.num_tokens:,}" in texts(at)
+    (frame,) = at.get("iframe")
+    window = long_rows.window_record(ModelSource(Kind.DECODER, DEFAULT_DECODER), LONG_TEXT, "",
+                                     100, 64)
+    assert window.tokens == long_record.tokens[100:164] and "window" in window.masks
+    np.testing.assert_allclose(window.weights, long_record.weights[:, :, 100:164, 100:164],
+                               atol=1e-6)
+    def without_ids(html: str) -> str:  # bertviz names its elements at random
+        return re.sub(r"bertviz-[0-9a-f]{32}", "bertviz-id", html)
+
+    assert without_ids(frame.proto.srcdoc) == without_ids(view_html(window, HEAD_VIEW))
