@@ -9,7 +9,10 @@ loaded under four spellings and other folders after it; then every per-input sto
 distinct inputs through its page (ablation, knockout and the every-head grid on the decoder, head
 finder, head detectors with new seeds, layer walks on long texts and from-scratch walks with new
 seeds at the largest sizes, generations of new prompts and seeds, the scaling and positions
-pages, toy translations); and every export at the longest input. The server's resident memory
+pages, toy translations); every export at the longest input (written to disk and downloaded);
+last, two 4,096-token texts read whole on the decoder, with exact heads opened and every other
+long-input page (rollout, detectors, compare, one row, bertviz's window, predictions, head
+finder) visited on each. The server's resident memory
 (its process and children, read from /proc every 0.2 s) is printed per step and its peak
 against the 6 GB goal. A step that fails (a label changed, a page error, a download never
 received) is printed FAILED and counted at the end; the sequence goes on.
@@ -440,9 +443,42 @@ LONG_SENTENCE = "I saw a cat and a dog by the old red barn, so we ran to it."
 LONG_STREAM_MS = 900_000  # 30 layers of 9 maps of 4,096 x 4,096 on two cores
 
 
+# The other pages that read a long text whole: (sidebar link, heading, what to fill in first).
+LONG_PAGES = (
+    ("Attention rollout", "Attention rollout", {}),
+    ("Head detectors", "Head detectors", {}),
+    ("Compare two inputs", "Compare two inputs", {}),
+    ("One row, step by step", "One attention row, step by step", {}),
+    ("bertviz views", "bertviz views", {}),
+    ("What the model predicts", "What the model predicts", {}),
+    ("Head finder", "Head finder", {"Query token": "barn", "Key tokens": "cat, dog"}),
+)
+
+
+def long_page_steps(page, step) -> None:
+    """Each other long-input page opened on the text just read whole: exact rows, a window of
+    every layer, the predictions from the last layer's input, the query's rows in every layer."""
+    for link, heading, fills in LONG_PAGES:
+        def open_long(link=link, heading=heading, fills=fills):
+            visit_page(page, link, heading)
+            for label, text in fills.items():
+                box = main_area(page).get_by_label(label).first
+                box.fill(text)
+                box.press("Enter")
+                settle(page)
+            switch = main_area(page).get_by_text("Read all 4,096 tokens").first
+            switch.wait_for(timeout=ACTION_TIMEOUT_MS)
+            if not main_area(page).get_by_role("switch").first.is_checked():
+                switch.click()
+            settle(page)
+        step(f"  {link.lower()}, whole text", open_long)
+    visit_page(page, "All heads at once", "All heads at once")
+
+
 def long_steps(page, step) -> None:
     """Two 4,096-token texts read whole on the decoder's all-heads page (each streamed forward
-    holds one layer's maps, ~1.8 GB, while it runs), then exact heads opened from them."""
+    holds one layer's maps, ~1.8 GB, while it runs), then exact heads opened from them and the
+    other long-input pages visited on them."""
     def open_all_heads():
         visit_page(page, "All heads at once", "All heads at once")
         choose_kind(page, KIND_TITLES[1])
@@ -461,6 +497,7 @@ def long_steps(page, step) -> None:
             def open_head(key=key):
                 return f"layer {slider_to(page, 'Layer', key)}"
             step(f"  exact head, layer slider {key}", open_head)
+        long_page_steps(page, step)
 
 
 def main() -> None:
