@@ -100,34 +100,25 @@ def window_maps(loaded, encoded: EncodedText, start: int, stop: int, layer_input
     """(L, H, W, W) float32: every layer's exact weights from queries start..stop-1 to keys
     start..stop-1 (each row's softmax is over all the keys it may attend to; the window shows a
     part of it). `progress(done, total)` is called after each layer."""
-    rows = range(start, stop)
-    check_rows(rows, encoded.input_ids.size(1))
-    count = len(decoder_layers(loaded.model))
-    maps: np.ndarray | None = None
-    for layer in range(count):
-        weights = exact_rows(loaded, encoded, layer, rows, layer_inputs).weights  # (H, W, K)
-        if maps is None:
-            maps = np.empty((count, weights.shape[0], len(rows), len(rows)), np.float32)
-        maps[layer] = weights[:, :, start:stop]  # (H, W, W)
-        if progress is not None:
-            progress(layer + 1, count)
-    return maps
+    return rows_every_layer(loaded, encoded, range(start, stop), layer_inputs, progress,
+                            keys=slice(start, stop))
 
 
 def rows_every_layer(loaded, encoded: EncodedText, rows: range, layer_inputs: LayerInputs,
-                     progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+                     progress: Callable[[int, int], None] | None = None,
+                     keys: slice = slice(None)) -> np.ndarray:
     """(L, H, W, K) float32: every layer's exact weights of query positions `rows` (a word's
-    pieces: a few rows) over all the keys, each layer run alone from its kept input and let go
-    before the next (one layer's rows alive at a time, not its (H, T, T) maps).
-    `progress(done, total)` is called after each layer."""
+    pieces: a few rows) over the keys (all of them, or those of `keys`), each layer run alone
+    from its kept input and let go before the next (one layer's rows alive at a time, not its
+    (H, T, T) maps). `progress(done, total)` is called after each layer."""
     check_rows(rows, encoded.input_ids.size(1))
     count = len(decoder_layers(loaded.model))
     weights: np.ndarray | None = None
     for layer in range(count):
-        layer_rows = exact_rows(loaded, encoded, layer, rows, layer_inputs).weights  # (H, W, K)
+        layer_rows = exact_rows(loaded, encoded, layer, rows, layer_inputs).weights[..., keys]
         if weights is None:
             weights = np.empty((count, *layer_rows.shape), np.float32)  # (L, H, W, K)
-        weights[layer] = layer_rows
+        weights[layer] = layer_rows  # (H, W, K)
         if progress is not None:
             progress(layer + 1, count)
     return weights

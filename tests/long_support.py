@@ -14,3 +14,16 @@ def full_attentions(runner, encoded) -> list[np.ndarray]:
     with torch.inference_mode():
         output = runner.model(**inputs, output_attentions=True, **extra)
     return [layer[0].numpy() for layer in output.attentions]
+
+
+def full_record(runner, text: str):
+    """The text's AttentionRecord from the model's own forward with output_attentions (every
+    token the long limit reads; for a decoder text longer than its full trace)."""
+    from models.record import AttentionRecord
+    from models.streaming import prepare
+
+    encoded, _ = prepare(runner, text, None)
+    assert len(encoded.tokens) > runner.max_tokens
+    return AttentionRecord(encoded.tokens, source=runner.label, masks=("causal",),
+                           special_positions=encoded.special_positions,
+                           layers=tuple(full_attentions(runner, encoded)))

@@ -12,9 +12,9 @@ from models.head_analysis import (every_position, locate, query_to_keys, rows_to
                                   strongest_in_rows, strongest_keys)
 from models.long_rows import rows_every_layer
 from models.record import AttentionRecord
-from models.streaming import prepare, stream
+from models.streaming import stream
 from tests.app_support import array, figures, run_page, texts
-from tests.long_support import full_attentions
+from tests.long_support import full_record
 
 WORDS = ("time flies like an arrow , fruit flies like a banana . " * 400).split()
 # More tokens than the decoder's full trace keeps (352); the words asked about come after them.
@@ -25,11 +25,7 @@ DECODER = {"sb_kind": "decoder"}
 @pytest.fixture(scope="module")
 def long_record(decoder_runner) -> AttentionRecord:
     """The long text's record from the model's own forward with output_attentions."""
-    encoded, _ = prepare(decoder_runner, LONG_TEXT, None)
-    assert len(encoded.tokens) > decoder_runner.max_tokens
-    return AttentionRecord(encoded.tokens, source="SmolLM2", masks=("causal",),
-                           special_positions=encoded.special_positions,
-                           layers=tuple(full_attentions(decoder_runner, encoded)))
+    return full_record(decoder_runner, LONG_TEXT)
 
 
 def test_the_row_based_scores_are_the_record_based_ones(long_record):

@@ -12,9 +12,8 @@ import pytest
 
 from models.detectors import first_token_scores, previous_token_scores
 from models.record import AttentionRecord
-from models.streaming import prepare
 from tests.app_support import array, figures, run_page, texts
-from tests.long_support import full_attentions
+from tests.long_support import full_record
 from tests.test_links import open_link, rerun
 from viz.compare import jensen_shannon_bits, role_distribution
 from viz.overview import max_pool
@@ -28,11 +27,7 @@ DECODER = {"sb_kind": "decoder"}
 @pytest.fixture(scope="module")
 def long_record(decoder_runner) -> AttentionRecord:
     """The long text's record from the model's own forward with output_attentions."""
-    encoded, _ = prepare(decoder_runner, LONG_TEXT, None)
-    assert len(encoded.tokens) > decoder_runner.max_tokens
-    return AttentionRecord(encoded.tokens, source="SmolLM2", masks=("causal",),
-                           special_positions=encoded.special_positions,
-                           layers=tuple(full_attentions(decoder_runner, encoded)))
+    return full_record(decoder_runner, LONG_TEXT)
 
 
 def test_rollout_reads_a_long_input_whole_and_equals_the_full_maps_rollout(long_record):

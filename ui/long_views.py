@@ -26,10 +26,9 @@ def read_all_text(long: long_inputs.LongCount) -> dict[str, str]:
         help=f"This view otherwise keeps the first {long.kept} tokens, with every map in full. "
              f"Turned on, it reads up to {long.limit:,} tokens: the model runs layer by layer "
              "and each layer's maps are measured and pooled as soon as they are computed, then "
-             "let go; the head you pick is computed again, exactly, on its own. About a minute "
+             "let go; the head you pick is computed again, exactly, on its own. About 90 s "
              "at 4,096 tokens on this machine, once per text for everyone on the server (the "
-             "All heads, Attention maps, Head statistics, Rollout, Head detectors and Compare "
-             "pages share it).")
+             "pages that explore a model share it).")
 
 
 def window_start(label: str, last: int, key: str, default: int, container) -> int:

@@ -178,9 +178,9 @@ def current_trace() -> Trace | None:
     if len(st.session_state.get("sb_text") or "") > MAX_TEXT_CHARS:
         st.warning(f"Only the first {MAX_TEXT_CHARS:,} characters of the text are used.")
     if result.record.dropped_tokens:
-        further = (" The All heads, Attention maps, Head statistics, Rollout, Head detectors, "
-                   "Compare, One attention row and bertviz pages can read up to "
-                   f"{long_limit(runner):,} tokens, layer by layer."
+        further = (" The pages that explore a model (maps, all heads, predictions, bertviz, one "
+                   "row, statistics, rollout, compare, head finder and detectors) can read up "
+                   f"to {long_limit(runner):,} tokens, layer by layer."
                    if long_limit(runner) > runner.max_tokens else "")
         st.warning(runner.limit_notice(result.record.dropped_tokens) + further)
     if given.source.kind is Kind.SCRATCH_COPIED:
