@@ -15,6 +15,7 @@ from models.record import AttentionRecord
 from tests.app_support import array, figures, run_page, texts
 from tests.long_support import full_record
 from tests.test_links import open_link, rerun
+from ui.long_summary import ROLLOUT_CELLS
 from viz.compare import jensen_shannon_bits, role_distribution
 from viz.overview import max_pool
 from viz.rollout import attention_rollout, head_average
@@ -36,12 +37,13 @@ def test_rollout_reads_a_long_input_whole_and_equals_the_full_maps_rollout(long_
     raw, rolled = figures(at)
     count = long_record.num_tokens
     assert f"{count:,}" in texts(at)
-    expected_raw = max_pool(head_average(long_record)[17][None].astype(np.float32), 256)[0]
+    expected_raw = max_pool(head_average(long_record)[17][None].astype(np.float32),
+                            ROLLOUT_CELLS)[0]
     expected_rolled = max_pool(attention_rollout(long_record)[17][None].astype(np.float32),
-                               256)[0]
+                               ROLLOUT_CELLS)[0]
     np.testing.assert_allclose(array(raw["data"][0]["z"]), expected_raw, atol=1e-5)
     np.testing.assert_allclose(array(rolled["data"][0]["z"]), expected_rolled, atol=1e-4)
-    assert array(rolled["data"][0]["z"]).shape == (256, 256)
+    assert array(rolled["data"][0]["z"]).shape == (ROLLOUT_CELLS, ROLLOUT_CELLS)
 
 
 @pytest.mark.parametrize("name, reference", [("previous-token", previous_token_scores),

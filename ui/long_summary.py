@@ -25,6 +25,11 @@ from viz.overview import THUMBNAIL_CELLS, max_pool
 from viz.statistics import StatisticsInput, layer_statistics, statistics_table
 
 
+# The rollout's maps are kept for every layer (the page's layer slider): 128 blocks a side, about
+# 4 px each in the page's half-width columns at 1280 px, and 4 MB for all 30 layers of SmolLM2.
+ROLLOUT_CELLS = 128
+
+
 class LayerSummary(NamedTuple):
     """What the stream keeps of one layer's maps."""
 
@@ -73,7 +78,7 @@ class LongReducer:
         self.encoded = encoded
         self.given = StatisticsInput(keys=encoded.tokens,
                                      special_positions=encoded.special_positions, causal=causal)
-        self.rollout = RolloutStream(len(encoded.tokens))
+        self.rollout = RolloutStream(len(encoded.tokens), ROLLOUT_CELLS)
         self.progress = progress
 
     def __call__(self, index: int, maps: np.ndarray) -> LayerSummary:
