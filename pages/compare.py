@@ -72,12 +72,16 @@ st.dataframe(table, key="compare_table", hide_index=True, column_config={
                                                  help="difference position by position"),
 })
 charts.show(difference_heatmap(table), key="compare_grid")
-labels = {f"{row.layer}-{row.head}":  # "layer-head", so the choice can go into a link
-          f"layer {row.layer} · head {row.head} (difference {row.difference:.3f})"
-          for row in table.itertuples()}
-chosen = st.selectbox("Head to compare (most different first)", list(labels),
-                      format_func=labels.get, key="compare_head")
-layer, head = (int(number) for number in chosen.split("-"))
+rows = {f"{row.layer}-{row.head}": row  # "layer-head", so the choice can go into a link
+        for row in table.itertuples()}
+# The labels name the head only: a label that carried its difference would change with the
+# input while the choice stays, and the browser may keep showing the old one.
+chosen = st.selectbox("Head to compare (most different first)", list(rows),
+                      format_func=lambda key: f"layer {rows[key].layer} · head {rows[key].head}",
+                      key="compare_head")
+picked = rows[chosen]
+layer, head = int(picked.layer), int(picked.head)
+st.caption(f"Difference {picked.difference:.3f} bits: rank {picked.rank} of {len(rows)} heads.")
 left, right = st.columns(2)
 if read_all:
     first_figure, second_figure = (

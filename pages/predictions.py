@@ -14,8 +14,8 @@ def read_all_text(long: long_inputs.LongCount) -> dict[str, str]:
     """The "Read all N tokens" toggle's label, with help that says what this page computes."""
     return {**long_views.read_all_text(long), "help": (
         f"This view otherwise keeps the first {long.kept} tokens. Turned on, it reads up to "
-        f"{long.limit:,}: the model runs layer by layer, keeping each layer's input (about a "
-        "minute at 4,096 tokens, once per text for everyone on the server, shared with the "
+        f"{long.limit:,}: the model runs layer by layer, keeping each layer's input (about 90 s "
+        "at 4,096 tokens, once per text for everyone on the server, shared with the "
         "attention pages), then the last layer and the language-model head run again from the "
         "last layer's input, a few hundred positions at a time. The predictions are the ones a "
         "single forward over the whole text makes.")}
@@ -55,6 +55,9 @@ def show_positions(per_position, tokens: tuple[str, ...], long_text: bool = Fals
 
 
 st.title("What the model predicts")
+given = sidebar_input()
+long = long_predictions.long_count(given.source, given.text, given.pair)
+read_all = long is not None and st.toggle(**read_all_text(long), key="pred_long")
 intro, picture = st.columns([1, 2], gap="medium")  # the explanation beside the main figure
 intro.markdown(
     "Attention is how a model gathers information; its **prediction** is what it does with it. "
@@ -68,9 +71,6 @@ intro.expander("What the page shows").markdown(
     "means it was certain and right). For a masked language model: the top 10 fillers of each "
     "mask token."
 )
-given = sidebar_input()
-long = long_predictions.long_count(given.source, given.text, given.pair)
-read_all = long is not None and intro.toggle(**read_all_text(long), key="pred_long")
 if read_all:
     predictions = long_predictions.predictions(given.source, given.text, given.pair)
     tokens = long_inputs.overview(given.source, given.text, given.pair).streamed.tokens

@@ -107,6 +107,8 @@ def test_one_row_of_a_long_input_is_the_models_own_row_with_its_vectors(long_rec
     shown = [int(label.rsplit("#", 1)[1]) for label in steps["data"][2]["x"]]
     assert len(shown) == 48 and shown == sorted(shown)
     assert set(shown) == set(np.argsort(-exact)[:48].tolist())  # the strongest keys
+    low, high = steps["layout"]["yaxis3"]["range"]  # the softmax bars: scaled to the tallest
+    assert low == 0 and exact[shown].max() <= high < 1
     check = next(s.value for s in at.success if "weighted sum of the value vectors" in s.value)
     assert float(check.split("within ")[1].split(",")[0]) < 1e-5
     assert "were dropped" not in texts(at)

@@ -55,7 +55,10 @@ def row_steps_figure(row: RowArithmetic, tokens: tuple[str, ...],
     figure.add_trace(go.Bar(x=labels, y=row.weights[keys], name="softmax",
                             marker_color=style.STEP_COLOURS[2],
                             hovertemplate="%{x}<br>weight = %{y:.4f}<extra></extra>"), row=3, col=1)
-    figure.update_yaxes(range=[0, 1], row=3, col=1)
+    # 0 to 1 shows how a row's weight is shared; bars for a few of thousands of keys would be
+    # flat on that scale, so a row shown in part is scaled to its largest bar
+    top = float(row.weights[keys].max()) * 1.15 if left_out and len(keys) else 1.0
+    figure.update_yaxes(range=[0, min(top, 1.0) or 1.0], row=3, col=1)
     figure.update_xaxes(showticklabels=True, tickangle=-45)  # shared axes hide all but the last
     figure.update_layout(
         showlegend=False, font=style.FONT, height=STEPS_HEIGHT, margin=dict(l=10, r=10, t=40, b=10),

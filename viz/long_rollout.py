@@ -159,13 +159,15 @@ def _pooled_figure(pooled: np.ndarray, num_tokens: int, tokens, title: str,
     figure = go.Figure(go.Heatmap(
         z=pooled, customdata=customdata, hovertemplate=POOLED_ROLLOUT_HOVER.format(value=value),
         colorscale=style.COLORSCALE, zmin=0.0, zmax=colour_top(pooled, cells),
-        colorbar=dict(title=dict(text=value), thickness=14),
+        # under the map: two maps share the page's width, and a bar beside each takes a third
+        colorbar=dict(title=dict(text=value, side="right"), orientation="h", thickness=12,
+                      len=0.9, y=-0.02, yanchor="top"),
     ))
     side = style.heatmap_size(cells)
     figure.update_layout(
         title=dict(text=title), font=style.FONT,
-        width=side + style.HEATMAP_EXTRA_WIDTH, height=LONG_ROLLOUT_HEIGHT_PX,
-        margin=style.HEATMAP_MARGIN, plot_bgcolor="white",
+        width=side, height=LONG_ROLLOUT_HEIGHT_PX,
+        margin=dict(style.HEATMAP_MARGIN, b=60), plot_bgcolor="white",
         xaxis=dict(title=None, side="top", showgrid=False, zeroline=False,
                    tickmode="array", tickvals=ticks, ticktext=ticktext),
         yaxis=dict(title="query block", autorange="reversed", showgrid=False, zeroline=False,
