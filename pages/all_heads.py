@@ -41,9 +41,14 @@ if read_all:
                       "thumbnail shows the largest weight of each block of tokens.")
     layer = index_slider("Layer", streamed.num_layers, "all_layer", controls)
     head = index_slider("Head", streamed.num_heads, "all_head", controls)
+    per_tile = controls.toggle(
+        "Colour each head up to its own top", key="all_tile_scale",
+        help="Over thousands of keys most weights are small, so on one 0–100 % scale many "
+             "heads' patterns are faint. Turned on, each thumbnail runs from 0 to its own "
+             "99th-percentile block: patterns show, but colours no longer compare across heads.")
     shape = (streamed.num_layers, streamed.num_heads)
     draw_mosaic(pooled_heads_figure(overview.pooled, streamed.num_tokens, streamed.num_tokens,
-                                    (layer, head)), controls, picture, shape)
+                                    (layer, head), per_tile), controls, picture, shape)
     weights = long_inputs.head(given.source, given.text, given.pair, layer, head)
     whole, window = st.columns(2, gap="medium")
     show(fit_half_width(pooled_head_figure(weights, layer, head)), key="all_long_whole",

@@ -133,3 +133,20 @@ def test_bertviz_draws_an_exact_window_of_every_layer_of_a_long_input(long_recor
         return re.sub(r"bertviz-[0-9a-f]{32}", "bertviz-id", html)
 
     assert without_ids(frame.proto.srcdoc) == without_ids(view_html(window, HEAD_VIEW))
+
+
+def test_the_long_mosaic_can_colour_each_head_up_to_its_own_top(long_record):
+    from viz.overview import tile_tops
+
+    plain = figures(run_page("all_heads", text=LONG_TEXT, state={**DECODER, "all_long": True}))[0]
+    scaled = figures(run_page("all_heads", text=LONG_TEXT,
+                              state={**DECODER, "all_long": True, "all_tile_scale": True}))[0]
+    pooled = max_pool(long_record.weights, 64)  # (L, H, 64, 64)
+    tops = tile_tops(pooled)
+    assert np.all(tops <= 1) and tops.min() < 0.5  # some heads are spread thin
+    expected = np.minimum(pooled / tops[..., None, None], 1.0)
+    tiles = array(scaled["data"][0]["z"]).reshape(30, 64, 9, 64).transpose(0, 2, 1, 3)
+    np.testing.assert_allclose(tiles, np.rint(expected * 100), atol=1)
+    assert array(scaled["data"][0]["z"]).mean() > array(plain["data"][0]["z"]).mean()
+    assert "own top" in scaled["layout"]["title"]["text"]
+    assert "own top" not in plain["layout"]["title"]["text"]

@@ -59,18 +59,35 @@ def all_heads_figure(record: AttentionRecord, selected: tuple[int, int] | None =
                                record.num_keys, selected)
 
 
+def tile_tops(pooled: np.ndarray, percentile: float = 99) -> np.ndarray:
+    """(L, H) each pooled map's top: the `percentile` of its non-zero blocks (1 for an empty
+    map), so a few saturated blocks (a causal map's first rows) do not set it."""
+    flat = pooled.reshape(*pooled.shape[:2], -1).astype(np.float64)  # (L, H, q*k)
+    masked = np.where(flat > 0, flat, np.nan)
+    with np.errstate(all="ignore"):
+        tops = np.nanpercentile(masked, percentile, axis=-1)
+    return np.where(np.isfinite(tops) & (tops > 0), np.minimum(tops, 1.0), 1.0)
+
+
 def pooled_heads_figure(pooled: np.ndarray, num_tokens: int, num_keys: int,
-                        selected: tuple[int, int] | None = None) -> go.Figure:
+                        selected: tuple[int, int] | None = None,
+                        per_tile: bool = False) -> go.Figure:
     """The all-heads mosaic from already pooled maps (L, H, q, k) of an input with `num_tokens`
-    queries and `num_keys` keys (a long input's maps are pooled layer by layer as they stream)."""
+    queries and `num_keys` keys (a long input's maps are pooled layer by layer as they stream).
+    With `per_tile`, each map is coloured from 0 to its own top (`tile_tops`): over thousands of
+    keys most heads' weights are small, and on one 0-100 % scale their patterns are faint."""
+    if per_tile:
+        pooled = np.minimum(pooled / tile_tops(pooled)[..., None, None], 1.0)
     z = tiled(pooled)
     layers, heads = pooled.shape[:2]
     tile_px = tile_size(heads)
     side, width = z.shape[0] // layers, z.shape[1] // heads  # one tile: rows x columns
     figure = go.Figure(go.Heatmap(
         z=z, colorscale=style.COLORSCALE, zmin=0, zmax=100,
-        colorbar=dict(title=dict(text="weight %"), thickness=14),
-        hovertemplate="weight ≈ %{z}%<extra></extra>",
+        colorbar=dict(title=dict(text="% of the head's top" if per_tile else "weight %"),
+                      thickness=14),
+        hovertemplate=("≈ %{z}% of this head's top" if per_tile else "weight ≈ %{z}%")
+                      + "<extra></extra>",
     ))
     shapes = [
         dict(type="rect", x0=h * width - 0.5, x1=(h + 1) * width - 0.5,
@@ -101,7 +118,9 @@ def pooled_heads_figure(pooled: np.ndarray, num_tokens: int, num_keys: int,
         width=heads * tile_px + style.OVERVIEW_EXTRA_WIDTH_PX, height=layers * tile_px + 110,
         margin=dict(l=10, r=10, t=80, b=10),
         title=dict(text=f"All {layers} layers × {heads} heads"
-                        + (f" (each map max-pooled to {side}×{width})" if pooled else "")),
+                        + (f" (each map max-pooled to {side}×{width})" if pooled else "")
+                        + ("<br><sup>each head coloured up to its own top</sup>" if per_tile
+                           else "")),
         xaxis=dict(tickmode="array", tickvals=column_centres, ticktext=[f"H{h}" for h in range(heads)],
                    side="top", showgrid=False, zeroline=False, constrain="domain"),
         yaxis=dict(tickmode="array", tickvals=row_centres, ticktext=[f"L{l}" for l in range(layers)],
