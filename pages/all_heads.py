@@ -42,9 +42,9 @@ if read_all:
     layer = index_slider("Layer", streamed.num_layers, "all_layer", controls)
     head = index_slider("Head", streamed.num_heads, "all_head", controls)
     per_tile = controls.toggle(
-        "Colour each head up to its own top", key="all_tile_scale",
+        "Per-head colours", key="all_tile_scale",
         help="Over thousands of keys most weights are small, so on one 0–100 % scale many "
-             "heads' patterns are faint. Turned on, each thumbnail runs from 0 to its own "
+             "heads' patterns are faint. Turned on, each head's colours run from 0 to its own "
              "99th-percentile block: patterns show, but colours no longer compare across heads.")
     shape = (streamed.num_layers, streamed.num_heads)
     draw_mosaic(pooled_heads_figure(overview.pooled, streamed.num_tokens, streamed.num_tokens,

@@ -148,5 +148,5 @@ def test_the_long_mosaic_can_colour_each_head_up_to_its_own_top(long_record):
     tiles = array(scaled["data"][0]["z"]).reshape(30, 64, 9, 64).transpose(0, 2, 1, 3)
     np.testing.assert_allclose(tiles, np.rint(expected * 100), atol=1)
     assert array(scaled["data"][0]["z"]).mean() > array(plain["data"][0]["z"]).mean()
-    assert "own top" in scaled["layout"]["title"]["text"]
-    assert "own top" not in plain["layout"]["title"]["text"]
+    assert scaled["data"][0]["colorbar"]["title"]["text"] == "% of the head's top"
+    assert plain["data"][0]["colorbar"]["title"]["text"] == "weight %"

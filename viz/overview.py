@@ -118,9 +118,7 @@ def pooled_heads_figure(pooled: np.ndarray, num_tokens: int, num_keys: int,
         width=heads * tile_px + style.OVERVIEW_EXTRA_WIDTH_PX, height=layers * tile_px + 110,
         margin=dict(l=10, r=10, t=80, b=10),
         title=dict(text=f"All {layers} layers × {heads} heads"
-                        + (f" (each map max-pooled to {side}×{width})" if pooled else "")
-                        + ("<br><sup>each head coloured up to its own top</sup>" if per_tile
-                           else "")),
+                        + (f" (each map max-pooled to {side}×{width})" if pooled else "")),
         xaxis=dict(tickmode="array", tickvals=column_centres, ticktext=[f"H{h}" for h in range(heads)],
                    side="top", showgrid=False, zeroline=False, constrain="domain"),
         yaxis=dict(tickmode="array", tickvals=row_centres, ticktext=[f"L{l}" for l in range(layers)],
