@@ -124,14 +124,14 @@ def token_view(source: ModelSource, text: str, pair: str, merge_words: bool,
     """The record after the sidebar's token options, computed once per input and options."""
     base = record(source, text, pair)
 
-    def compute() -> _Sized:
+    def compute() -> Sized:
         view = apply_token_options(base, merge_words, hide_special)
-        return _Sized(view, view.record.nbytes)
+        return Sized(view, view.record.nbytes)
 
     return _traces().get(("view", source, text, pair, merge_words, hide_special), compute).value
 
 
-class _Sized:
+class Sized:
     """A value with its size in bytes, for the byte-bounded store."""
 
     def __init__(self, value, nbytes: int):
@@ -153,9 +153,9 @@ def bertviz_html(record: AttentionRecord, view: str | ViewChoice) -> str:
     digest = hashlib.blake2b(record.weights.tobytes(), digest_size=16).hexdigest()
     key = ("bertviz", view, record.source, record.tokens, record.masks, digest)
 
-    def compute() -> _Sized:
+    def compute() -> Sized:
         html = view_html(record, view)
-        return _Sized(html, len(html))
+        return Sized(html, len(html))
 
     with st.spinner("Building bertviz's view…"):
         return _traces().get(key, compute).value

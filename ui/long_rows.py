@@ -4,8 +4,6 @@ maps for bertviz. Both are kept in the server's byte-bounded trace store."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import streamlit as st
 
@@ -15,15 +13,9 @@ from models.source import ModelSource
 from ui import cache, long_inputs
 
 
-@dataclass(frozen=True)
-class _Kept:
-    value: object
-    nbytes: int
-
-
 def _array_bytes(rows: ExactRows) -> int:
     return sum(array.nbytes for array in (rows.weights, rows.query, rows.key, rows.value,
-                                          rows.context, rows.allowed)) + 4096
+                                          rows.context, rows.allowed))
 
 
 def exact_row(source: ModelSource, text: str, pair: str, layer: int, query: int) -> ExactRows:
@@ -31,10 +23,10 @@ def exact_row(source: ModelSource, text: str, pair: str, layer: int, query: int)
     runner = cache.loaded(source)
     key = ("long-row", source, runner.label, text, pair, layer, query)
 
-    def compute() -> _Kept:
+    def compute() -> cache.Sized:
         overview, kept = long_inputs.kept_inputs(source, text, pair)
         rows = exact_rows(runner, overview.streamed.encoded, layer, range(query, query + 1), kept)
-        return _Kept(rows, _array_bytes(rows))
+        return cache.Sized(rows, _array_bytes(rows))
 
     return cache.kept_trace(key, compute).value
 
