@@ -8,7 +8,6 @@ kept in the server's byte-bounded trace store (~13 MB for a three-piece word at 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 import streamlit as st
@@ -19,22 +18,13 @@ from models.source import ModelSource
 from ui import cache, long_inputs
 
 
-@dataclass(frozen=True)
-class _QueryRows:
-    rows: np.ndarray  # (L, H, W, K) float32
-
-    @property
-    def nbytes(self) -> int:
-        return self.rows.nbytes + 4096
-
-
 def query_rows(source: ModelSource, text: str, pair: str, query: TokenSpan) -> np.ndarray:
     """(L, H, W, K) float32, read-only: every layer's exact rows of the query's W pieces over all
     the keys of a long input, computed once per server with a progress bar."""
     runner = cache.loaded(source)
     key = ("long-finder-rows", source, runner.label, text, pair, query.start, query.stop)
 
-    def compute() -> _QueryRows:
+    def compute() -> cache.Sized:
         overview, kept = long_inputs.kept_inputs(source, text, pair)
         bar = st.progress(0.0, text="Computing the query's rows in every layer…")
         try:
@@ -45,6 +35,6 @@ def query_rows(source: ModelSource, text: str, pair: str, query: TokenSpan) -> n
         finally:
             bar.empty()
         rows.setflags(write=False)
-        return _QueryRows(rows)
+        return cache.Sized(rows, rows.nbytes)
 
-    return cache.kept_trace(key, compute).rows
+    return cache.kept_trace(key, compute).value
