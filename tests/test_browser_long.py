@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from playwright.sync_api import expect
+
 from tests.app_support import GUARD_MESSAGE
 from tests.browser import guard_requests, set_sidebar_text, wait_idle
 
@@ -30,12 +32,12 @@ def test_a_4096_token_text_on_the_decoder_draws_every_head(app_url, browser):
     whole = page.locator(".js-plotly-plot .gtitle").filter(
         has_text="Layer 0 · Head 0: all 4096 tokens")
     whole.wait_for(timeout=STREAM_MS)
+    wait_idle(page, 120_000)  # the 352-token view drawn before the toggle's run is gone now
     mosaic = page.locator(".js-plotly-plot .gtitle").filter(
         has_text="All 30 layers × 9 heads (each map max-pooled to 64×64)")
-    mosaic.wait_for(timeout=60_000)
+    expect(mosaic).to_have_count(1, timeout=60_000)
     window = page.locator(".js-plotly-plot .gtitle").filter(has_text="Exact")
-    window.first.wait_for(timeout=60_000)
-    wait_idle(page, 120_000)
+    expect(window).to_have_count(1, timeout=60_000)
     page.screenshot(path=str(SCREENSHOTS / "long-input-all-heads.png"), full_page=True)
     assert page.locator('[data-testid="stException"]').count() == 0
     assert page.get_by_text(GUARD_MESSAGE).count() == 0
