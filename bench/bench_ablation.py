@@ -29,11 +29,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 from transformers import BertForMaskedLM, logging as hf_logging  # noqa: E402
 
-from models import ablation  # noqa: E402
-from models.capture import install  # noqa: E402
-from models.conversion import prepare_default_decoder  # noqa: E402
-from models.decoder import DEFAULT_DECODER, load_decoder  # noqa: E402
-from models.pretrained import DEFAULT_MODEL, default_model_path, load_pretrained  # noqa: E402
+from models.experiments import ablation
+from models.hooks.capture import install  # noqa: E402
+from models.loading.conversion import prepare_default_decoder  # noqa: E402
+from models.loading.decoder import DEFAULT_DECODER, load_decoder  # noqa: E402
+from models.loading.pretrained import DEFAULT_MODEL, default_model_path, load_pretrained  # noqa: E402
 
 GOAL = 1.5
 BATCHES = (1, 8, 16, ablation.DEFAULT_BATCH, 64)

@@ -4,7 +4,7 @@ session waits while a model trains.
     .venv/bin/python bench/bench_finetune.py
 
 1. MiniLM and the from-scratch encoder fine-tuned on the shipped sentences with the app's
-   settings (models/finetune.py defaults): seconds, held-out accuracy per epoch.
+   settings (models/experiments/finetune.py defaults): seconds, held-out accuracy per epoch.
 2. Another session during training: a thread fine-tunes MiniLM while short MiniLM forwards
    (one 8-token sentence, each in a new thread, as Streamlit runs each rerun in a new thread)
    are timed back to back. Reported: the forward's median and worst time alone, and during
@@ -29,11 +29,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from models.classifier import (pretrained_classifier, scratch_classifier,  # noqa: E402
+from models.experiments.classifier import (pretrained_classifier, scratch_classifier,  # noqa: E402
                                scratch_encoder_config)
-from models.finetune import PRETRAINED, SCRATCH, default_settings, finetune  # noqa: E402
-from models.labelled_data import load_shipped  # noqa: E402
-from models.pretrained import DEFAULT_MODEL, load_pretrained  # noqa: E402
+from models.experiments.finetune import PRETRAINED, SCRATCH, default_settings, finetune  # noqa: E402
+from models.experiments.labelled_data import load_shipped  # noqa: E402
+from models.loading.pretrained import DEFAULT_MODEL, load_pretrained  # noqa: E402
 
 PROBE = "Time flies like an arrow."
 TIME_GOAL_S = 120.0

@@ -4,7 +4,7 @@ Usage: .venv/bin/python bench/bench_generation.py [--repeats N] [--tokens N] [--
 Both produce the same thing: N greedy tokens after a prompt of --prompt-tokens tokens, and for
 each step the attention row of every layer and head that chose the token.
 
-- cached: `models.generation.generate`, the page's path (the prompt once, then one token per step
+- cached: `models.experiments.generation.generate`, the page's path (the prompt once, then one token per step
   with `past_key_values`; it also records the prompt's full attention).
 - no cache: N forwards over the whole sequence so far (`use_cache=False`), each keeping the last
   row of every layer's attention. Both ask for the last position's logits only.
@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from models.decoder import load_decoder  # noqa: E402
-from models.generation import GenerationSettings, generate  # noqa: E402
+from models.loading.decoder import load_decoder  # noqa: E402
+from models.experiments.generation import GenerationSettings, generate  # noqa: E402
 
 GOAL = 5.0
 WORDS = ("the quick brown fox jumps over the lazy dog while the cat watches from the warm mat "

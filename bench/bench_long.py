@@ -33,12 +33,12 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from models.byte_cache import array_bytes  # noqa: E402
-from models.conversion import prepare_default_decoder  # noqa: E402
-from models.decoder import DEFAULT_DECODER, load_decoder  # noqa: E402
-from models.source import Kind, ModelSource  # noqa: E402
-from models.long_rows import exact_rows, window_maps  # noqa: E402
-from models.streaming import exact_head, prepare, stream  # noqa: E402
+from models.store.byte_cache import array_bytes  # noqa: E402
+from models.loading.conversion import prepare_default_decoder  # noqa: E402
+from models.loading.decoder import DEFAULT_DECODER, load_decoder  # noqa: E402
+from models.loading.source import Kind, ModelSource  # noqa: E402
+from models.hooks.long_rows import exact_rows, window_maps  # noqa: E402
+from models.hooks.streaming import exact_head, prepare, stream  # noqa: E402
 from ui.long_summary import LongReducer  # noqa: E402
 
 WORDS = "I saw a cat and a dog by the old red barn, so we ran to it.".split()

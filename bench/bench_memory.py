@@ -304,7 +304,7 @@ def model_folders(base: Path, count: int) -> list[Path]:
     """Distinct BERT-base-sized folders (random weights, ~440 MB each, like a real download)."""
     from transformers import BertConfig, BertModel, BertTokenizerFast
 
-    from models.pretrained import default_model_path
+    from models.loading.pretrained import default_model_path
 
     tokenizer = BertTokenizerFast.from_pretrained(default_model_path())
     folders = []

@@ -32,8 +32,8 @@ import bertviz  # noqa: E402
 import torch  # noqa: E402
 
 from bench.bench_record import text_of  # noqa: E402
-from models.pretrained import DEFAULT_MODEL, load_pretrained  # noqa: E402
-from models.source import Kind, ModelSource  # noqa: E402
+from models.loading.pretrained import DEFAULT_MODEL, load_pretrained  # noqa: E402
+from models.loading.source import Kind, ModelSource  # noqa: E402
 from tests.browser import launch_chromium, served_app, set_sidebar_text, wait_idle  # noqa: E402
 from viz import bertviz_views  # noqa: E402
 from viz.heatmap import attention_heatmap  # noqa: E402

@@ -22,10 +22,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from models.conversion import prepare_default_decoder  # noqa: E402
-from models.decoder import DEFAULT_DECODER, load_decoder  # noqa: E402
-from models.pretrained import DEFAULT_MODEL, load_pretrained  # noqa: E402
-from models.source import Kind, ModelSource  # noqa: E402
+from models.loading.conversion import prepare_default_decoder  # noqa: E402
+from models.loading.decoder import DEFAULT_DECODER, load_decoder  # noqa: E402
+from models.loading.pretrained import DEFAULT_MODEL, load_pretrained  # noqa: E402
+from models.loading.source import Kind, ModelSource  # noqa: E402
 
 SIZES = {Kind.ENCODER: (8, 128, 512), Kind.DECODER: (128, 352)}
 GOAL = 1.3

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_translation.py [--repeats 2]
 
-Trains the app's own settings (models/seq2seq_training.py's TrainingSettings(), which train on
+Trains the app's own settings (models/teaching/seq2seq_training.py's TrainingSettings(), which train on
 one torch thread) from their seed, without the disk cache, alternating with the same settings
 on two threads, and prints one row per run. Goals: at most 60 s on this 2-core machine, at least
 95 % of the held-out sentences (never seen in training) translated exactly. The machine's load
@@ -22,9 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from models.seq2seq_training import train, translate  # noqa: E402
-from models.trained_translator import TrainingSettings  # noqa: E402
-from models.translation_task import EXAMPLE_SENTENCES  # noqa: E402
+from models.teaching.seq2seq_training import train, translate  # noqa: E402
+from models.teaching.trained_translator import TrainingSettings  # noqa: E402
+from models.teaching.translation_task import EXAMPLE_SENTENCES  # noqa: E402
 
 TIME_GOAL_S = 60.0
 ACCURACY_GOAL = 0.95

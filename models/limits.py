@@ -28,7 +28,7 @@ SEQ2SEQ_MODELS = 1
 # The sidebar's text is cut to this many characters before any tokenizer sees it.
 MAX_TEXT_CHARS = 20_000
 
-# Loading a model (models/loader_checks.py, models/weight_checks.py, models/loaded_models.py).
+# Loading a model (models/loading/loader_checks.py, models/loading/weight_checks.py, models/loading/loaded_models.py).
 # A model whose float32 parameters (estimated from its config.json before anything is built)
 # would take more than this is refused: about 268 million parameters.
 MODEL_BYTES = 1 * GIB
@@ -40,7 +40,7 @@ MODEL_NAME_CHARS = 1024
 # A safetensors header (JSON listing the tensors) larger than this is refused unread.
 SAFETENSORS_HEADER_BYTES = 16 * MIB
 
-# Long inputs (models/streaming.py): a long input keeps per-layer reductions, never its full maps,
+# Long inputs (models/hooks/streaming.py): a long input keeps per-layer reductions, never its full maps,
 # so a decoder reads up to this many tokens (or its own position limit, when smaller).
 LONG_TOKENS = 4096
 # Each long input's per-layer inputs are kept on disk (SmolLM2 at 4,096 tokens: 283 MB) so any

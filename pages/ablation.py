@@ -1,6 +1,6 @@
 import streamlit as st
 
-from models.ablation import (ABLATION_MODES, CLASS_PROBABILITY, MASKED_WORD, MEAN, ZERO,
+from models.experiments.ablation import (ABLATION_MODES, CLASS_PROBABILITY, MASKED_WORD, MEAN, ZERO,
                              NoPrediction, no_prediction_message)
 from ui import analysis_cache, charts, finetune_cache
 from ui.routing import through_app

@@ -1,7 +1,7 @@
 import streamlit as st
 
-from models.adaptive_span import apply_span, ramp_curve
-from models.span_training import SpanTrainingConfig, load_learned_spans, train_span_model
+from models.scratch.adaptive_span import apply_span, ramp_curve
+from models.teaching.span_training import SpanTrainingConfig, load_learned_spans, train_span_model
 from ui import charts
 from ui.routing import through_app
 from ui.state import current_record, index_slider

@@ -1,7 +1,7 @@
 import streamlit as st
 
 from models.errors import ModelLoadError
-from models.source import Kind
+from models.loading.source import Kind
 from ui import charts
 from ui import cache, teaching_cache as teach
 from ui.routing import through_app

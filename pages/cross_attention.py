@@ -3,8 +3,8 @@ from ui.routing import through_app
 import streamlit as st
 
 from models.errors import ModelLoadError
-from models.hf_seq2seq import DEFAULT_NEW_TOKENS, MAX_TARGET_TOKENS
-from models.translation_task import EXAMPLE_SENTENCES, SPECIALS
+from models.loading.hf_seq2seq import DEFAULT_NEW_TOKENS, MAX_TARGET_TOKENS
+from models.teaching.translation_task import EXAMPLE_SENTENCES, SPECIALS
 from ui import charts
 from ui import seq2seq_cache as cache
 from ui.state import index_slider

@@ -1,7 +1,7 @@
 import streamlit as st
 
 from models.errors import ModelLoadError
-from models.layer_walk import WalkMismatch, WalkUnavailable
+from models.teaching.layer_walk import WalkMismatch, WalkUnavailable
 from ui import cache, charts
 from ui.layer_walk_cache import pretrained_walk, scratch_walk
 from ui.routing import through_app

@@ -1,9 +1,9 @@
 import streamlit as st
 
 from models.errors import ModelLoadError, first_sentence
-from models.finetune import (DEFAULT_EPOCHS, PRETRAINED, SCRATCH, SCRATCH_EPOCH_FACTOR,
+from models.experiments.finetune import (DEFAULT_EPOCHS, PRETRAINED, SCRATCH, SCRATCH_EPOCH_FACTOR,
                              default_settings)
-from models.labelled_data import (MAX_BYTES, MAX_ROWS, LabelledDataError, load_shipped,
+from models.experiments.labelled_data import (MAX_BYTES, MAX_ROWS, LabelledDataError, load_shipped,
                                   parse_csv)
 from ui import charts, finetune_cache
 from ui.routing import through_app

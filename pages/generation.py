@@ -1,6 +1,6 @@
 import streamlit as st
 
-from models.generation import (
+from models.experiments.generation import (
     DEFAULT_NEW_TOKENS, DEFAULT_TOP_K, MAX_NEW_TOKENS, GenerationRefused, GenerationSettings,
 )
 from ui import charts

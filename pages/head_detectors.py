@@ -1,6 +1,6 @@
 import streamlit as st
 
-from models.detectors import (DEFAULT_REPEAT_LENGTH, DEFAULT_SEED, DETECTORS,
+from models.analysis.detectors import (DEFAULT_REPEAT_LENGTH, DEFAULT_SEED, DETECTORS,
                               DETECTORS_BY_NAME, NotMeasurable)
 from ui import analysis_cache, charts, long_inputs, long_views
 from ui.analysis_cache import open_head_buttons

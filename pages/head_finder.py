@@ -1,6 +1,6 @@
 import streamlit as st
 
-from models.head_analysis import (TokenNotFound, every_position, find_spans, locate,
+from models.analysis.head_finder import (TokenNotFound, every_position, find_spans, locate,
                                   parse_token_list, query_to_keys, rows_to_keys,
                                   strongest_in_rows, strongest_keys)
 from ui import charts, long_finder, long_inputs, long_views

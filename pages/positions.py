@@ -3,7 +3,7 @@ import streamlit as st
 from models.errors import ModelLoadError
 from ui import charts
 from ui import teaching_cache as teach
-from models.source import Kind
+from models.loading.source import Kind
 from ui.state import decoder_with_progress, sidebar_input
 from ui.text import plain
 from viz.positions import similarity_heatmap, sinusoid_heatmap

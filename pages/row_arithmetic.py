@@ -1,6 +1,6 @@
 import streamlit as st
 
-from models.arithmetic import key_products, row_arithmetic, row_arithmetic_from_rows
+from models.teaching.arithmetic import key_products, row_arithmetic, row_arithmetic_from_rows
 from ui import long_inputs, long_rows, long_views
 from ui.charts import show
 from ui.routing import through_app

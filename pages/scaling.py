@@ -2,7 +2,7 @@ import textwrap
 
 import streamlit as st
 
-from models.scaling import DIMENSION_CHOICES
+from models.teaching.scaling import DIMENSION_CHOICES
 from ui import teaching_cache as teach
 from ui.charts import presentation, show
 from ui.routing import through_app

@@ -1,6 +1,6 @@
 """Train the small span-masked encoder on the synthetic task and write its learned spans as JSON.
 
-Usage: python scripts/train_span.py [--out models/learned_spans.json] [--steps N] [--seed N]
+Usage: python scripts/train_span.py [--out models/teaching/learned_spans.json] [--steps N] [--seed N]
 
 The JSON (spans per layer and head, loss curve, accuracy, settings, seconds) is what the
 Adaptive span page shows; no weights are written. The page can also retrain live with the
@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from models.span_training import (  # noqa: E402
+from models.teaching.span_training import (  # noqa: E402
     LEARNED_SPANS_PATH, SpanTrainingConfig, train_span_model,
 )
 

@@ -13,7 +13,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest  # noqa: E402
 
-from models.pretrained import DEFAULT_MODEL, LoadedModel, load_pretrained  # noqa: E402
+from models.loading.pretrained import DEFAULT_MODEL, LoadedModel, load_pretrained  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -29,7 +29,7 @@ def default_model() -> LoadedModel:
 @pytest.fixture(scope="session")
 def smollm2_model() -> LoadedModel:
     """The real SmolLM2 from its wheel (converted once into the test cache), eager attention."""
-    from models.decoder import load_decoder
+    from models.loading.decoder import load_decoder
 
     return load_decoder()
 
@@ -55,8 +55,8 @@ def browser():
 @pytest.fixture(scope="session")
 def decoder_runner(smollm2_model):
     """The embedded SmolLM2 as a model source, loaded once for the session."""
-    from models.decoder import DEFAULT_DECODER
-    from models.source import Kind, ModelSource
+    from models.loading.decoder import DEFAULT_DECODER
+    from models.loading.source import Kind, ModelSource
 
     return ModelSource(Kind.DECODER, DEFAULT_DECODER).load(decoder=lambda name: smollm2_model)
 
@@ -64,6 +64,6 @@ def decoder_runner(smollm2_model):
 @pytest.fixture(scope="session")
 def encoder_runner(default_model):
     """The embedded MiniLM as a model source, loaded once for the session."""
-    from models.source import Kind, ModelSource
+    from models.loading.source import Kind, ModelSource
 
     return ModelSource(Kind.ENCODER, DEFAULT_MODEL).load(pretrained=lambda name: default_model)

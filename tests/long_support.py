@@ -19,8 +19,8 @@ def full_attentions(runner, encoded) -> list[np.ndarray]:
 def full_record(runner, text: str):
     """The text's AttentionRecord from the model's own forward with output_attentions (every
     token the long limit reads; for a decoder text longer than its full trace)."""
-    from models.record import AttentionRecord
-    from models.streaming import prepare
+    from models.hooks.record import AttentionRecord
+    from models.hooks.streaming import prepare
 
     encoded, _ = prepare(runner, text, None)
     assert len(encoded.tokens) > runner.max_tokens

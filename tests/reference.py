@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from models.pretrained import LoadedModel
-from models.tokenize import encode
+from models.loading.pretrained import LoadedModel
+from models.loading.tokenize import encode
 
 
 def reference_attentions(loaded: LoadedModel, text: str, pair: str | None = None) -> np.ndarray:
@@ -19,16 +19,16 @@ def reference_attentions(loaded: LoadedModel, text: str, pair: str | None = None
 
 
 def encoder_record(loaded: LoadedModel, text: str, pair: str | None = None):
-    """The app's one run path (models/source.py) for a loaded pretrained encoder: its record."""
-    from models.source import Kind, ModelSource
+    """The app's one run path (models/loading/source.py) for a loaded pretrained encoder: its record."""
+    from models.loading.source import Kind, ModelSource
 
     runner = ModelSource(Kind.ENCODER, loaded.name).load(pretrained=lambda name: loaded)
     return runner.run(text, pair).record
 
 
 def decoder_record(loaded: LoadedModel, text: str, pair: str | None = None):
-    """The app's one run path (models/source.py) for a loaded causal decoder: its record."""
-    from models.source import Kind, ModelSource
+    """The app's one run path (models/loading/source.py) for a loaded causal decoder: its record."""
+    from models.loading.source import Kind, ModelSource
 
     runner = ModelSource(Kind.DECODER, loaded.name).load(decoder=lambda name: loaded)
     return runner.run(text, pair).record

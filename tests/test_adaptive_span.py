@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 import torch
 
-from models.adaptive_span import (
+from models.scratch.adaptive_span import (
     SpanConfig, SpanMultiHeadAttention, apply_span, head_span_mask, ramp_curve, renormalise,
     soft_span_mask, span_distances,
 )
-from models.attention import MultiHeadAttention, causal_mask
-from models.config import EncoderConfig
-from models.record import AttentionRecord
-from models.span_training import (
+from models.scratch.attention import MultiHeadAttention, causal_mask
+from models.scratch.config import EncoderConfig
+from models.hooks.record import AttentionRecord
+from models.teaching.span_training import (
     LEARNED_SPANS_PATH, LearnedSpans, SpanTrainingConfig, load_learned_spans, train_span_model,
 )
 from tests.app_support import array, figures, run_page, texts

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from models.record import AttentionRecord
+from models.hooks.record import AttentionRecord
 from viz.compare import (ROLES, aligned_divergence, compare_heads, difference_heatmap,
                          jensen_shannon_bits, role_distribution, side_by_side)
 from viz.rollout import attention_rollout, residual_attention, rollout_figures

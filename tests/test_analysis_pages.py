@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 
-from models.pretrained import DEFAULT_MODEL
-from models.source import Kind, ModelSource
+from models.loading.pretrained import DEFAULT_MODEL
+from models.loading.source import Kind, ModelSource
 from tests.app_support import figures, run_page, texts
 from ui import cache
 from viz.rollout import attention_rollout, head_average

@@ -4,9 +4,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from models.attention import MultiHeadAttention, causal_mask, scaled_dot_product_attention
-from models.config import EncoderConfig
-from models.encoder import Encoder
+from models.scratch.attention import MultiHeadAttention, causal_mask, scaled_dot_product_attention
+from models.scratch.config import EncoderConfig
+from models.scratch.encoder import Encoder
 
 B, H, T, DH = 2, 3, 7, 8
 

@@ -10,7 +10,7 @@ from importlib.metadata import distribution
 import numpy as np
 import pytest
 
-from models.record import AttentionRecord
+from models.hooks.record import AttentionRecord
 from tests.browser import guard_requests, launch_chromium
 from viz import bertviz_views as bv
 

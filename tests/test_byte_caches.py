@@ -21,16 +21,18 @@ from tokenizers import ByteLevelBPETokenizer
 from torch import nn
 from transformers import GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast
 
-from models import ablation, limits
-from models.byte_cache import ByteBudgetCache, array_bytes
-from models.classifier import pretrained_classifier
-from models.finetune import PRETRAINED, default_settings, finetune
-from models.generation import GenerationSettings
-from models.hf_seq2seq import load_seq2seq, run_seq2seq
-from models.labelled_data import load_shipped
-from models.pretrained import DEFAULT_MODEL
-from models.source import Kind, ModelSource
-from models.trained_translator import cache_folder, is_cached, save
+from models.experiments import ablation
+
+from models import limits
+from models.store.byte_cache import ByteBudgetCache, array_bytes
+from models.experiments.classifier import pretrained_classifier
+from models.experiments.finetune import PRETRAINED, default_settings, finetune
+from models.experiments.generation import GenerationSettings
+from models.loading.hf_seq2seq import load_seq2seq, run_seq2seq
+from models.experiments.labelled_data import load_shipped
+from models.loading.pretrained import DEFAULT_MODEL
+from models.loading.source import Kind, ModelSource
+from models.teaching.trained_translator import cache_folder, is_cached, save
 from tests.test_hf_seq2seq import build
 from ui import (analysis_cache, byte_caches, finetune_cache, generation_cache, layer_walk_cache,
                 seq2seq_cache, teaching_cache)
@@ -399,7 +401,7 @@ def test_a_session_stopped_mid_computation_does_not_stop_the_one_waiting_for_it(
 
 def test_a_copied_from_scratch_encoder_is_kept_once_whatever_the_seed():
     """The seed only shapes random weights: copies of one model under eight seeds are one copy."""
-    from models.source import Kind, ModelSource
+    from models.loading.source import Kind, ModelSource
     from ui import cache
 
     copies = {id(cache.loaded(ModelSource(Kind.SCRATCH_COPIED, DEFAULT_MODEL, seed)).model)

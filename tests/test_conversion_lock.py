@@ -22,10 +22,10 @@ import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
-from models import conversion
-from models.conversion import converted_folder
-from models.conversion_cache import MANIFEST, WAITING_MESSAGE, is_complete
-from models.decoder import load_decoder
+from models.loading import conversion
+from models.loading.conversion import converted_folder
+from models.loading.conversion_cache import MANIFEST, WAITING_MESSAGE, is_complete
+from models.loading.decoder import load_decoder
 
 WORDS = ["time", "flies", "like", "an", "arrow", "."]
 CONVERT_SECONDS = 1.0

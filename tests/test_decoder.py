@@ -17,11 +17,11 @@ from tokenizers import ByteLevelBPETokenizer
 from transformers import GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
-from models import conversion
-from models.attention import causal_mask, scaled_dot_product_attention
-from models.conversion_cache import MANIFEST, is_complete
-from models.decoder import ATTENTION_BUDGET_BYTES, DEFAULT_DECODER, load_decoder
-from models.pretrained import ModelLoadError, default_model_path
+from models.loading import conversion
+from models.scratch.attention import causal_mask, scaled_dot_product_attention
+from models.loading.conversion_cache import MANIFEST, is_complete
+from models.loading.decoder import ATTENTION_BUDGET_BYTES, DEFAULT_DECODER, load_decoder
+from models.loading.pretrained import ModelLoadError, default_model_path
 from tests.reference import decoder_record
 
 SENTENCE = "Time flies like an arrow."

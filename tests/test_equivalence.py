@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from models.pretrained import DEFAULT_MODEL
-from models.source import Kind, LoadedSource, ModelSource
-from models.tokenize import encode
-from models.transfer import config_from_bert, encoder_from_bert
+from models.loading.pretrained import DEFAULT_MODEL
+from models.loading.source import Kind, LoadedSource, ModelSource
+from models.loading.tokenize import encode
+from models.scratch.transfer import config_from_bert, encoder_from_bert
 from tests.reference import reference_attentions
 
 TOLERANCE = 1e-5

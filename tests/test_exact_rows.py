@@ -8,12 +8,12 @@ import dataclasses
 import numpy as np
 import pytest
 
-from models.arithmetic import row_arithmetic, row_arithmetic_from_rows
-from models.capture import capturing
-from models.long_rows import exact_rows, window_maps
-from models.source import Kind, ModelSource
-from models.streaming import layer_from_input, stream
-from models.trace import allowed_positions
+from models.teaching.arithmetic import row_arithmetic, row_arithmetic_from_rows
+from models.hooks.capture import run_streamed
+from models.hooks.long_rows import exact_rows, window_maps
+from models.loading.source import Kind, ModelSource
+from models.hooks.streaming import layer_from_input, stream
+from models.hooks.trace import allowed_positions
 from tests.long_support import full_attentions
 from tests.tiny_models import tiny_gpt2
 
@@ -73,8 +73,8 @@ def test_rows_and_one_key_value_group_together(streamed):
     assert weights.shape == (3, 20, result.num_tokens)  # SmolLM2: 3 query heads per key head
     np.testing.assert_allclose(weights.numpy(), expected[7][3:6, 40:60], rtol=0, atol=1e-6)
     with pytest.raises(ValueError, match="rows needs stop_after"):
-        with capturing(rows=slice(0, 1)):
-            pass
+        run_streamed(runner.model, runner.model_inputs(result.encoded), lambda *_: None,
+                     rows=slice(0, 1))
 
 
 @pytest.mark.parametrize("which", ["encoder_runner", "decoder_runner"])
@@ -190,7 +190,10 @@ def test_a_deep_copy_of_an_installed_model_runs_its_own_layers(gpt2_runner):
 
     import torch
 
-    from models.layer_plan import decoder_layers
+    from models.hooks.install import stacks
+
+    def decoder_layers(model):
+        return stacks(model)[0].layers
 
     model = gpt2_runner.model
     inputs = {"input_ids": torch.tensor([[5, 9, 3, 7, 1]])}

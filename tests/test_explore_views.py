@@ -8,12 +8,12 @@ import pytest
 
 import torch
 
-from models.arithmetic import row_arithmetic
-from models.pretrained import DEFAULT_MODEL
-from models.record import AttentionRecord
-from models.scratch import random_encoder
-from models.source import Kind, LoadedSource, ModelSource, scratch_config
-from models.tokenize import encode
+from models.teaching.arithmetic import row_arithmetic
+from models.loading.pretrained import DEFAULT_MODEL
+from models.hooks.record import AttentionRecord
+from models.scratch.build import random_encoder
+from models.loading.source import Kind, LoadedSource, ModelSource, scratch_config
+from models.loading.tokenize import encode
 from tests.reference import reference_attentions
 from tests.app_support import array, figures, run_page, texts
 from viz.export import JSON_DECIMALS, head_csv, layer_json, load_npz, record_npz

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from models.record import AttentionRecord
+from models.hooks.record import AttentionRecord
 from tests.app_support import GUARD_MESSAGE, ROOT, assert_no_failure, run_page
 from tests.reference import reference_attentions
 from ui import export_files

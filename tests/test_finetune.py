@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 import torch
 
-from models.classifier import (SequenceClassifier, predict, pretrained_classifier,
+from models.experiments.classifier import (SequenceClassifier, predict, pretrained_classifier,
                                scratch_classifier, tokenize, with_head)
-from models.finetune import (PRETRAINED, SCRATCH, FinetuneSettings, default_settings,
+from models.experiments.finetune import (PRETRAINED, SCRATCH, FinetuneSettings, default_settings,
                              finetune)
-from models.labelled_data import (MAX_BYTES, MAX_ROWS, LabelledData, LabelledDataError,
+from models.experiments.labelled_data import (MAX_BYTES, MAX_ROWS, LabelledData, LabelledDataError,
                                   load_shipped, parse_csv)
-from models.layer_walk import scratch_walk_config
+from models.teaching.layer_walk import scratch_walk_config
 from ui.finetune_cache import POLL_SECONDS, TrainedModels, training_key
 
 SENTENCES = [f"sentence number {i}" for i in range(12)]

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from models.classifier import (encoder_record, predict_one, pretrained_classifier,
+from models.experiments.classifier import (encoder_record, predict_one, pretrained_classifier,
                                scratch_classifier, scratch_encoder_config, with_head)
-from models.finetune import PRETRAINED, SCRATCH, default_settings, finetune
-from models.labelled_data import load_shipped
-from models.pretrained import DEFAULT_MODEL
+from models.experiments.finetune import PRETRAINED, SCRATCH, default_settings, finetune
+from models.experiments.labelled_data import load_shipped
+from models.loading.pretrained import DEFAULT_MODEL
 from tests.app_support import array, figures, run_page, texts
 from ui import finetune_cache
 from viz.compare import compare_heads

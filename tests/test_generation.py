@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from models.decoder import load_decoder
-from models.generation import (
+from models.loading.decoder import load_decoder
+from models.experiments.generation import (
     MAX_NEW_TOKENS, Generation, GenerationRefused, GenerationSettings, generate,
 )
 from tests import tiny_models

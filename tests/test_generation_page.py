@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models.decoder import load_decoder
-from models.generation import MAX_NEW_TOKENS, GenerationSettings, generate
+from models.loading.decoder import load_decoder
+from models.experiments.generation import MAX_NEW_TOKENS, GenerationSettings, generate
 from tests.app_support import array, figures, run_page, texts
 from tests.app_support import shown as displayed
 from ui import generation_cache
@@ -17,7 +17,7 @@ STEPS = 4
 
 @pytest.fixture(scope="module")
 def reference():
-    """What models.generation gives for the page's default request: the values to expect."""
+    """What models.experiments.generation gives for the page's default request: the values to expect."""
     loaded = load_decoder()
     return generate(loaded.model, loaded.tokenizer, PROMPT, GenerationSettings(new_tokens=STEPS),
                     token_limit=loaded.max_tokens, source=loaded.name)

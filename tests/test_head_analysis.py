@@ -16,15 +16,19 @@ from tokenizers import ByteLevelBPETokenizer
 from transformers import (BertConfig, BertForMaskedLM, BertModel, GPT2Config,
                           GPT2LMHeadModel, GPT2TokenizerFast, LlamaConfig, LlamaForCausalLM)
 
-from models import ablation, detectors
-from models.capture import ATTENTION_NAME, Intervention, install, run_captured
-from models.classifier import SequenceClassifier, scratch_classifier
-from models.config import EncoderConfig
-from models.head_analysis import (TokenNotFound, find_spans, locate, normalise_token,
+from models.experiments import ablation
+
+from models.analysis import detectors
+from models.hooks.attention import ATTENTION_NAME
+from models.hooks.capture import Intervention, run_captured
+from models.hooks.install import install
+from models.experiments.classifier import SequenceClassifier, scratch_classifier
+from models.scratch.config import EncoderConfig
+from models.analysis.head_finder import (TokenNotFound, find_spans, locate, normalise_token,
                                   parse_token_list, query_to_keys, strongest_keys)
-from models.norm_attention import norm_maps
-from models.record import AttentionRecord
-from models.tokenize import EncodedText
+from models.analysis.norms import norm_maps
+from models.hooks.record import AttentionRecord
+from models.loading.tokenize import EncodedText
 from tests.reference import encoder_record
 from viz.head_analysis import (importance_map, layer_head_map, most_important,
                                ranking_table)

@@ -12,15 +12,15 @@ import torch
 from tokenizers import ByteLevelBPETokenizer
 from transformers import BertForMaskedLM, GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast
 
-from models import ablation
-from models.capture import install
-from models.classifier import scratch_classifier, scratch_encoder_config
-from models.finetune import SCRATCH, default_settings, finetune
-from models.labelled_data import load_shipped
-from models.detectors import induction_scores, previous_token_scores
-from models.head_analysis import locate, query_to_keys
-from models.pretrained import DEFAULT_MODEL, default_model_path
-from models.source import Kind, ModelSource
+from models.experiments import ablation
+from models.hooks.install import install
+from models.experiments.classifier import scratch_classifier, scratch_encoder_config
+from models.experiments.finetune import SCRATCH, default_settings, finetune
+from models.experiments.labelled_data import load_shipped
+from models.analysis.detectors import induction_scores, previous_token_scores
+from models.analysis.head_finder import locate, query_to_keys
+from models.loading.pretrained import DEFAULT_MODEL, default_model_path
+from models.loading.source import Kind, ModelSource
 from tests.app_support import array, figures, run_page, texts
 from ui import cache, finetune_cache
 from ui.text import plain

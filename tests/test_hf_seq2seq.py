@@ -15,9 +15,9 @@ from transformers import (BartConfig, BartForConditionalGeneration,
                           MarianMTModel, PreTrainedTokenizerFast, T5Config,
                           T5ForConditionalGeneration)
 
-from models.capture import ATTENTION_NAME
+from models.hooks.attention import ATTENTION_NAME
 from models.errors import ModelLoadError
-from models.hf_seq2seq import MAX_TARGET_TOKENS, load_seq2seq, run_seq2seq
+from models.loading.hf_seq2seq import MAX_TARGET_TOKENS, load_seq2seq, run_seq2seq
 
 WORDS = ("the red car is fast la voiture rouge est rapide she sees green books elle voit les "
          "livres verts a an of . ,").split()

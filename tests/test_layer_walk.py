@@ -13,9 +13,9 @@ import torch.nn.functional as F
 from transformers import DistilBertConfig, DistilBertModel
 from transformers.models.bert import modeling_bert
 
-from models.layer_walk import batch_texts, encode_batch, scratch_walk_config, walk_layer
-from models.scratch import random_encoder
-from models.walk_hooks import WalkUnavailable, _Recorder, remove_walk_hooks
+from models.teaching.layer_walk import batch_texts, encode_batch, scratch_walk_config, walk_layer
+from models.scratch.build import random_encoder
+from models.teaching.walk_hooks import WalkUnavailable, _Recorder, remove_walk_hooks
 
 TEXT = "Time flies like an arrow."  # 8 tokens with [CLS] and [SEP]
 OTHERS = ("The soup was cold and bland.", "What a lovely afternoon in the park!",

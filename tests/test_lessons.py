@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from models.source import Kind
+from models.loading.source import Kind
 from tests.app_support import APP, TIMEOUT_S, array, assert_no_failure, figures, shown, texts
 from tests.reference import reference_attentions
 from ui import finetune_cache

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from models.pretrained import DEFAULT_MODEL
-from models.source import Kind
+from models.loading.pretrained import DEFAULT_MODEL
+from models.loading.source import Kind
 from tests.app_support import APP, TIMEOUT_S, assert_no_failure, texts
 from ui.link_codec import SHARED, link_text, page_controls, read_value
 from ui.state import DEFAULT_TEXT, LOAD_MESSAGE, LOADED_NAMES, MODEL_NAME

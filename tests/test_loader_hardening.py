@@ -21,12 +21,12 @@ from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import BertConfig, BertForMaskedLM, BertModel, PreTrainedTokenizerFast
 
-from models.decoder import load_decoder
+from models.loading.decoder import load_decoder
 from models.errors import ModelLoadError
 from models.limits import LOADED_MODELS, MODEL_BYTES
-from models.loaded_models import LoadedModels
-from models.loader_checks import LOCAL_MODELS_ENV, estimate_parameters, reason
-from models.pretrained import DEFAULT_MODEL, load_pretrained, model_identity
+from models.loading.loaded_models import LoadedModels
+from models.loading.loader_checks import LOCAL_MODELS_ENV, estimate_parameters, reason
+from models.loading.pretrained import DEFAULT_MODEL, load_pretrained, model_identity
 from tests.reference import encoder_record
 
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "time", "flies", "like", "an", "arrow", "."]

@@ -8,11 +8,11 @@ import types
 import numpy as np
 import pytest
 
-from models.head_analysis import (every_position, locate, query_to_keys, rows_to_keys,
+from models.analysis.head_finder import (every_position, locate, query_to_keys, rows_to_keys,
                                   strongest_in_rows, strongest_keys)
-from models.long_rows import rows_every_layer
-from models.record import AttentionRecord
-from models.streaming import stream
+from models.hooks.long_rows import rows_every_layer
+from models.hooks.record import AttentionRecord
+from models.hooks.streaming import stream
 from tests.app_support import array, figures, run_page, texts
 from tests.long_support import full_record
 

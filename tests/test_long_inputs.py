@@ -8,8 +8,8 @@ import re
 import numpy as np
 import pytest
 
-from models.source import Kind, ModelSource
-from models.streaming import exact_head, exact_layer, long_limit, prepare, stream
+from models.loading.source import Kind, ModelSource
+from models.hooks.streaming import exact_head, exact_layer, long_limit, prepare, stream
 from tests.app_support import array, figures, run_page, texts
 from tests.long_support import full_attentions
 from tests.tiny_models import tiny_gpt2

@@ -10,8 +10,8 @@ import re
 import numpy as np
 import pytest
 
-from models.detectors import first_token_scores, previous_token_scores
-from models.record import AttentionRecord
+from models.analysis.detectors import first_token_scores, previous_token_scores
+from models.hooks.record import AttentionRecord
 from tests.app_support import array, figures, run_page, texts
 from tests.long_support import full_record
 from tests.test_links import open_link, rerun
@@ -115,8 +115,8 @@ def test_one_row_of_a_long_input_is_the_models_own_row_with_its_vectors(long_rec
 
 
 def test_bertviz_draws_an_exact_window_of_every_layer_of_a_long_input(long_record):
-    from models.decoder import DEFAULT_DECODER
-    from models.source import Kind, ModelSource
+    from models.loading.decoder import DEFAULT_DECODER
+    from models.loading.source import Kind, ModelSource
     from ui import long_rows
     from viz.bertviz_views import HEAD_VIEW, view_html
 

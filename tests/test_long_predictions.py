@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from models.long_predictions import chunk_bounds, language_model_head, long_predictions
-from models.predictions import readable
-from models.streaming import prepare, stream
+from models.experiments.long_predictions import chunk_bounds, language_model_head, long_predictions
+from models.experiments.predictions import readable
+from models.hooks.streaming import prepare, stream
 from tests.app_support import array, figures, run_page, texts
 from viz.generation import visible_text
 

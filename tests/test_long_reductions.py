@@ -1,5 +1,5 @@
 """Per-layer reductions for long inputs, each against the full-record function it replaces:
-sentence detectors (models.detectors), head roles and their ranking (viz.compare) and the
+sentence detectors (models.analysis.detectors), head roles and their ranking (viz.compare) and the
 streamed rollout (viz.long_rollout), on real encoder ([CLS] … [SEP]) and decoder records."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from models import detectors
-from models.record import AttentionRecord
-from models.streaming import stream
+from models.analysis import detectors
+from models.hooks.record import AttentionRecord
+from models.hooks.streaming import stream
 from viz import long_rollout
 from viz.compare import (ROLES, compare_heads, compare_role_tables, jensen_shannon_bits,
                          layer_roles, role_distribution)

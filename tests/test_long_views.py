@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from models.streaming import prepare, stream
+from models.hooks.streaming import prepare, stream
 from tests.app_support import array, figures, run_page, texts
 from tests.long_support import full_attentions
 from viz.statistics import (NUMERIC_COLUMNS, StatisticsInput, head_statistics, is_punctuation,

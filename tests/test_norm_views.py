@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from models.capture import run_captured
-from models.norm_attention import norm_maps
+from models.hooks.capture import run_captured
+from models.analysis.norms import norm_maps
 from tests.app_support import array, figures, run_page, texts
 
 TEXT = "Time flies like an arrow."
@@ -11,7 +11,7 @@ TEXT = "Time flies like an arrow."
 
 def direct_norms(default_model) -> np.ndarray:
     inputs = dict(default_model.tokenizer(TEXT, return_tensors="pt"))
-    from models.capture import install
+    from models.hooks.install import install
 
     install(default_model.model)
     return norm_maps(run_captured(default_model.model, inputs))
@@ -47,8 +47,8 @@ def test_value_norms_are_each_value_through_its_heads_slice_of_w_o_and_follow_ne
     output projection changes in place the kept Gram matrices are recomputed."""
     import torch
 
-    from models.decoder import DEFAULT_DECODER
-    from models.source import Kind, ModelSource
+    from models.loading.decoder import DEFAULT_DECODER
+    from models.loading.source import Kind, ModelSource
 
     runner = ModelSource(Kind.DECODER, DEFAULT_DECODER).load(decoder=lambda name: smollm2_model)
     trace = runner.run(TEXT)

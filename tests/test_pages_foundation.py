@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from models.pretrained import DEFAULT_MODEL
+from models.loading.pretrained import DEFAULT_MODEL
 from tests.reference import reference_attentions
 from tests.app_support import array, figures, run_page, shown, texts
 

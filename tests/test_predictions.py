@@ -16,8 +16,8 @@ from transformers import (
     AutoModelForMaskedLM, AutoTokenizer, BertConfig, BertForMaskedLM, PreTrainedTokenizerFast,
 )
 
-from models.decoder import load_decoder
-from models.predictions import masked_fillers, next_token, per_position
+from models.loading.decoder import load_decoder
+from models.experiments.predictions import masked_fillers, next_token, per_position
 from tests import tiny_models
 
 SENTENCES = ["Time flies like an arrow.", "Fruit flies like a banana.",

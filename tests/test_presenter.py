@@ -10,8 +10,8 @@ import numpy as np
 import plotly.colors
 import pytest
 
-from models.predictions import Candidate
-from models.record import AttentionRecord
+from models.experiments.predictions import Candidate
+from models.hooks.record import AttentionRecord
 from tests.app_support import ROOT, figures, run_page
 from ui.charts import chart_config
 from ui.state import PRESENTER_CSS

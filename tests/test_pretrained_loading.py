@@ -5,7 +5,7 @@ import pytest
 import torch
 from transformers import BertConfig, BertModel, GPT2Config, GPT2Model
 
-from models.pretrained import ModelLoadError, load_pretrained
+from models.loading.pretrained import ModelLoadError, load_pretrained
 from tests.reference import encoder_record
 
 
@@ -75,7 +75,7 @@ def test_folder_without_config_is_refused(tmp_path):
 def test_mpnet_positions_skip_the_padding_row_and_zero_rows_are_blank(tmp_path, default_model):
     from transformers import MPNetConfig, MPNetModel
 
-    from models.positions import cosine_similarity, learned_position_count, learned_positions
+    from models.teaching.positions import cosine_similarity, learned_position_count, learned_positions
     from viz.positions import similarity_heatmap
 
     config = MPNetConfig(vocab_size=len(default_model.tokenizer), hidden_size=32,

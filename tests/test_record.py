@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from models.record import AttentionRecord
+from models.hooks.record import AttentionRecord
 
 
 def uniform(layers=2, heads=3, tokens=4):

@@ -10,14 +10,14 @@ import pytest
 import torch
 from torch import nn
 
-from models.attention import MultiHeadAttention
-from models.encoder import EncoderLayer
-from models.seq2seq import DecoderLayer, EncoderDecoder, Seq2SeqConfig, Seq2SeqModel, padding_masks
-from models.seq2seq_training import load_or_train, train, translate
-from models.trained_translator import TrainedTranslator, TrainingSettings, cache_folder
-from models.translation_task import (EXAMPLE_SENTENCES, TaskSettings, check_source, make_task,
+from models.scratch.attention import MultiHeadAttention
+from models.scratch.encoder import EncoderLayer
+from models.scratch.seq2seq import DecoderLayer, EncoderDecoder, Seq2SeqConfig, Seq2SeqModel, padding_masks
+from models.teaching.seq2seq_training import load_or_train, train, translate
+from models.teaching.trained_translator import TrainedTranslator, TrainingSettings, cache_folder
+from models.teaching.translation_task import (EXAMPLE_SENTENCES, TaskSettings, check_source, make_task,
                                      reference_translations)
-from models.record import AttentionRecord
+from models.hooks.record import AttentionRecord
 from viz.heatmap import attention_heatmap, layer_heads_grid
 from viz.overview import all_heads_figure, max_pool, mosaic
 from viz.seq2seq import step_row, step_row_figure

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 import torch
 
-from models.byte_cache import ByteBudgetCache
-from models.decoder import DEFAULT_DECODER
-from models.pretrained import DEFAULT_MODEL
-from models.record import AttentionRecord
-from models.source import Kind, ModelSource
+from models.store.byte_cache import ByteBudgetCache
+from models.loading.decoder import DEFAULT_DECODER
+from models.loading.pretrained import DEFAULT_MODEL
+from models.hooks.record import AttentionRecord
+from models.loading.source import Kind, ModelSource
 from tests.reference import reference_attentions
 from tests.tiny_models import tiny_gpt2, tiny_masked_lm
 
@@ -193,9 +193,9 @@ def test_byte_cache_computes_a_key_once_for_concurrent_callers():
 
 def test_trace_norm_based_attention_equals_the_direct_computation(default_model, smollm2_model):
     """||alpha f(x)|| from the trace's value norms (Gram matrices) equals the direct
-    ||alpha_ij v_j W_O^h|| of models.norm_attention on the captured run, BERT and GQA alike."""
-    from models.capture import run_captured
-    from models.norm_attention import norm_maps
+    ||alpha_ij v_j W_O^h|| of models.analysis.norms on the captured run, BERT and GQA alike."""
+    from models.hooks.capture import run_captured
+    from models.analysis.norms import norm_maps
 
     for runner in (ModelSource(Kind.ENCODER, DEFAULT_MODEL).load(pretrained=lambda n: default_model),
                    ModelSource(Kind.DECODER, DEFAULT_DECODER).load(decoder=lambda n: smollm2_model)):
@@ -208,9 +208,9 @@ def test_trace_norm_based_attention_equals_the_direct_computation(default_model,
 
 
 def test_a_trace_keeps_the_maps_the_model_wrote_without_copying_them(default_model):
-    from models.capture import run_captured
-    from models.tokenize import encode
-    from models.trace import trace_from_run
+    from models.hooks.capture import run_captured
+    from models.loading.tokenize import encode
+    from models.hooks.trace import trace_from_run
 
     runner = ModelSource(Kind.ENCODER, DEFAULT_MODEL).load(pretrained=lambda name: default_model)
     encoded = encode(runner.tokenizer, TEXT, None, runner.max_tokens)

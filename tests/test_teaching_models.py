@@ -9,14 +9,14 @@ import pytest
 import torch
 from torch import nn
 
-from models.config import EncoderConfig
-from models.masks import padded_batch, with_mask_style
-from models.positions import (cosine_similarity, learned_position_count, learned_positions,
+from models.scratch.config import EncoderConfig
+from models.teaching.masks import padded_batch, with_mask_style
+from models.teaching.positions import (cosine_similarity, learned_position_count, learned_positions,
                               sinusoidal_encoding)
-from models.scaling import (dot_product_experiment, entropy_bits, entropy_curve, softmax,
+from models.teaching.scaling import (dot_product_experiment, entropy_bits, entropy_curve, softmax,
                             softmax_row)
-from models.scratch import random_encoder
-from models.source import Kind, LoadedSource, ModelSource
+from models.scratch.build import random_encoder
+from models.loading.source import Kind, LoadedSource, ModelSource
 
 TEXT = "The quick brown fox jumps over the lazy dog."
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models.record import AttentionRecord
+from models.hooks.record import AttentionRecord
 from viz import style
 from viz.masks import allowed_range, mask_figure, mask_steps_figures, masked_heatmap, side_by_side
 from viz.positions import similarity_heatmap, sinusoid_heatmap

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from models.record import AttentionRecord
+from models.hooks.record import AttentionRecord
 from viz.heatmap import attention_heatmap, layer_heads_grid
 
 

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import torch
 
-from models.arithmetic import key_products, row_arithmetic
-from models.record import AttentionRecord
-from models.scaling import CHAPTER_DIMENSIONS, DIMENSION_CHOICES
-from models.source import Kind, ModelSource
-from models.tokenize import encode
+from models.teaching.arithmetic import key_products, row_arithmetic
+from models.hooks.record import AttentionRecord
+from models.teaching.scaling import CHAPTER_DIMENSIONS, DIMENSION_CHOICES
+from models.loading.source import Kind, ModelSource
+from models.loading.tokenize import encode
 from tests.app_support import array, figures, run_page, texts
 from tests.reference import reference_attentions
 from viz import bertviz_views as bv
@@ -164,7 +164,7 @@ def test_key_products_are_the_models_q_times_k_and_add_up_to_q_dot_k(default_mod
 
 
 def small_row():
-    from models.arithmetic import RowArithmetic
+    from models.teaching.arithmetic import RowArithmetic
 
     rng = np.random.default_rng(3)
     query, keys, values = rng.normal(size=4), rng.normal(size=(5, 4)), rng.normal(size=(5, 4))

@@ -7,7 +7,7 @@ from tokenizers import ByteLevelBPETokenizer
 from transformers import (BertConfig, BertForMaskedLM, BertTokenizerFast, GPT2Config,
                           GPT2LMHeadModel, GPT2TokenizerFast)
 
-from models.decoder import load_causal_lm, load_decoder
+from models.loading.decoder import load_causal_lm, load_decoder
 
 WORDS = ["time", "flies", "like", "an", "arrow", "fruit", "a", "banana", "the", "cat", "sat", "."]
 

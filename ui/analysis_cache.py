@@ -18,11 +18,11 @@ from typing import TypeVar
 import numpy as np
 import streamlit as st
 
-from models import ablation
-from models.ablation import Comparison, PreparedInput, Target
-from models.detectors import repeated_tokens_record
-from models.record import AttentionRecord
-from models.source import ModelSource
+from models.experiments import ablation
+from models.experiments.ablation import Comparison, PreparedInput, Target
+from models.analysis.detectors import repeated_tokens_record
+from models.hooks.record import AttentionRecord
+from models.loading.source import ModelSource
 from ui import byte_caches, cache, finetune_cache
 from ui.links import shared_params
 

@@ -3,7 +3,7 @@
 Streamlit's own caches bound entries by count, and one entry here may be a few kilobytes (a
 softmax row) or hundreds of megabytes (a decoder's ablation comparison): a count bounds no memory.
 So every result that depends on what a student types or chooses is kept in one of these
-least-recently-used stores (models/byte_cache.py), each with its budget in models/limits.py.
+least-recently-used stores (models/store/byte_cache.py), each with its budget in models/limits.py.
 An entry's size is measured (`array_bytes` of its key and value), not guessed. ui/cache.py keeps
 the traces the same way.
 """
@@ -16,14 +16,14 @@ from typing import Any, Protocol, TypeVar
 
 import streamlit as st
 
-from models.byte_cache import ByteBudgetCache, array_bytes
+from models.store.byte_cache import ByteBudgetCache, array_bytes
 from models.limits import ANALYSIS_CACHE_BYTES, RESULT_CACHE_BYTES
 
 Value = TypeVar("Value")
 
 
 class Store(Protocol):
-    """A compute-once store: ByteBudgetCache, or models.loaded_models.LoadedModels."""
+    """A compute-once store: ByteBudgetCache, or models.loading.loaded_models.LoadedModels."""
 
     def __contains__(self, key: Hashable) -> bool: ...
 
@@ -87,7 +87,7 @@ def kept(store: ByteBudgetCache, key: Hashable, compute: Callable[[], Value],
 def spinning(store: Store, key: Hashable, compute: Callable[[], Value],
              message: str | None = None) -> Value:
     """`store.get(key, compute)` with a spinner showing `message` unless `key` is kept already
-    (a ByteBudgetCache, or a models.loaded_models.LoadedModels registry)."""
+    (a ByteBudgetCache, or a models.loading.loaded_models.LoadedModels registry)."""
     if message is None or key in store:
         return store.get(key, compute)
     with st.spinner(message):

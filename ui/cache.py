@@ -1,6 +1,6 @@
-"""Thin cached wrappers around models.source: models load once per server, traces once per input.
+"""Thin cached wrappers around models.loading.source: models load once per server, traces once per input.
 
-Loaded models are kept in bounded registries (models/loaded_models.py) keyed by what a model is.
+Loaded models are kept in bounded registries (models/loading/loaded_models.py) keyed by what a model is.
 Traces (and the token-option views derived from
 them) are immutable and kept in one byte-bounded cache shared by every session
 (`models.limits.TRACE_CACHE_BYTES`): a decoder trace at its limit is ~200 MB while an encoder
@@ -14,14 +14,14 @@ import hashlib
 import numpy as np
 import streamlit as st
 
-from models.byte_cache import ByteBudgetCache
-from models.decoder import DEFAULT_DECODER, load_decoder
+from models.store.byte_cache import ByteBudgetCache
+from models.loading.decoder import DEFAULT_DECODER, load_decoder
 from models.limits import LOADED_MODELS, SCRATCH_ENCODERS, TRACE_CACHE_BYTES
-from models.loaded_models import LoadedModels
-from models.pretrained import DEFAULT_MODEL, LoadedModel, load_pretrained, model_identity
-from models.record import AttentionRecord
-from models.source import Kind, LoadedSource, ModelSource
-from models.trace import Trace
+from models.loading.loaded_models import LoadedModels
+from models.loading.pretrained import DEFAULT_MODEL, LoadedModel, load_pretrained, model_identity
+from models.hooks.record import AttentionRecord
+from models.loading.source import Kind, LoadedSource, ModelSource
+from models.hooks.trace import Trace
 from viz.bertviz_views import ViewChoice, view_html
 from viz.tokens import TokenView, apply_token_options
 

@@ -20,7 +20,7 @@ from typing import BinaryIO
 import numpy as np
 import streamlit as st
 
-from models.record import AttentionRecord
+from models.hooks.record import AttentionRecord
 from ui.export_files import FINGERPRINTS, MAX_EXPORT_BYTES, MIB, ExportFile, ExportTooLarge, store
 from viz.export import (JSON_DECIMALS, array_npz_bound, file_stem, head_csv_bound,
                         layer_json_bound, record_npz_bound, safe_stem, write_head_csv,

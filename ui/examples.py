@@ -4,7 +4,7 @@ An example is a sentence (and maybe a second one), a model kind, a page and that
 Most open through a real link (`st.page_link` with the view's query, the format of ui/links.py),
 so a teacher can also copy it onto a slide. An example about one head ("the head that links 'he'
 to 'Mario'") cannot name the head in advance: which head does that depends on the model. Its
-button runs the head finder (models/head_analysis.py) on the running model's trace of the
+button runs the head finder (models/analysis/head_finder.py) on the running model's trace of the
 sentence when it is clicked, and opens the head it ranks first on the attention-maps page.
 """
 
@@ -16,12 +16,12 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 
-from models.decoder import DEFAULT_DECODER
+from models.loading.decoder import DEFAULT_DECODER
 from models.errors import ModelLoadError
-from models.head_analysis import every_position, locate, query_to_keys
-from models.pretrained import DEFAULT_MODEL
-from models.record import AttentionRecord
-from models.source import Kind, ModelSource
+from models.analysis.head_finder import every_position, locate, query_to_keys
+from models.loading.pretrained import DEFAULT_MODEL
+from models.hooks.record import AttentionRecord
+from models.loading.source import Kind, ModelSource
 from ui import cache
 from ui.links import link_text, page_controls, shared_params
 from ui.state import DECODER_NAME, MODEL_NAME, loaded_source, sidebar_input

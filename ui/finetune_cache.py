@@ -24,13 +24,13 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from models.byte_cache import array_bytes
-from models.classifier import (Prediction, encoder_record, predict_one, pretrained_classifier,
+from models.store.byte_cache import array_bytes
+from models.experiments.classifier import (Prediction, encoder_record, predict_one, pretrained_classifier,
                                scratch_classifier, scratch_encoder_config, with_head)
-from models.finetune import PRETRAINED, FinetuneResult, FinetuneSettings, finetune
-from models.labelled_data import LabelledData
+from models.experiments.finetune import PRETRAINED, FinetuneResult, FinetuneSettings, finetune
+from models.experiments.labelled_data import LabelledData
 from models.limits import FINETUNED_BYTES
-from models.record import AttentionRecord
+from models.hooks.record import AttentionRecord
 from ui import byte_caches, cache
 
 MAX_MODELS = 4

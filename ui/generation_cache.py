@@ -12,7 +12,7 @@ from __future__ import annotations
 import streamlit as st
 
 from models.errors import ModelLoadError
-from models.generation import Generation, GenerationRefused, GenerationSettings, generate
+from models.experiments.generation import Generation, GenerationRefused, GenerationSettings, generate
 from ui import byte_caches
 from ui.state import decoder_with_progress
 from ui.text import plain

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from models.byte_cache import ByteBudgetCache
-from models.encoder import Encoder
-from models.labelled_data import load_shipped
-from models.layer_walk import (LayerWalk, batch_texts, encode_batch, scratch_walk_config,
+from models.store.byte_cache import ByteBudgetCache
+from models.scratch.encoder import Encoder
+from models.experiments.labelled_data import load_shipped
+from models.teaching.layer_walk import (LayerWalk, batch_texts, encode_batch, scratch_walk_config,
                                walk_layer)
 from models.limits import WALK_ENCODER_BYTES
-from models.scratch import random_encoder
+from models.scratch.build import random_encoder
 from ui import byte_caches, cache
 
 

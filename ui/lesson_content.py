@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from models.source import Kind
+from models.loading.source import Kind
 from ui.examples import BY_KEY, MARIO
 from ui.lesson_figures import (
     RAMP, SPAN, cross_attention_figure, decoder_self_figure, dot_products_figure,

@@ -6,16 +6,16 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from models.adaptive_span import apply_span, ramp_curve
-from models.arithmetic import RowArithmetic, row_arithmetic
+from models.scratch.adaptive_span import apply_span, ramp_curve
+from models.teaching.arithmetic import RowArithmetic, row_arithmetic
 from models.errors import ModelLoadError
-from models.finetune import DEFAULT_EPOCHS, PRETRAINED, default_settings
-from models.head_analysis import TokenNotFound, every_position, locate, query_to_keys
-from models.labelled_data import load_shipped
-from models.scaling import entropy_bits, softmax
-from models.source import Kind
-from models.span_training import load_learned_spans
-from models.translation_task import EXAMPLE_SENTENCES
+from models.experiments.finetune import DEFAULT_EPOCHS, PRETRAINED, default_settings
+from models.analysis.head_finder import TokenNotFound, every_position, locate, query_to_keys
+from models.experiments.labelled_data import load_shipped
+from models.teaching.scaling import entropy_bits, softmax
+from models.loading.source import Kind
+from models.teaching.span_training import load_learned_spans
+from models.teaching.translation_task import EXAMPLE_SENTENCES
 from ui import charts, finetune_cache, seq2seq_cache, teaching_cache as teach
 from ui.links import shared_params
 from ui.state import current_record, current_trace, sidebar_input

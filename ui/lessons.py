@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from models.source import Kind
+from models.loading.source import Kind
 from ui.examples import BY_KEY, link_params
 from ui.lesson_content import LESSONS, Action, Question, SetSidebar, Switch, ToggleModel
 from ui.lesson_figures import FLAG, _flag

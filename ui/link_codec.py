@@ -10,7 +10,7 @@
   page keeps in the session besides its widgets.
 
 `model` is the sidebar's model kind (`pretrained`, `decoder`, `scratch-random`,
-`scratch-copied`, see `models.source.Kind`), followed by `:name` when the model is not the
+`scratch-copied`, see `models.loading.source.Kind`), followed by `:name` when the model is not the
 built-in one of that kind: `model=decoder`, `model=pretrained:bert-base-uncased`. The name is what
 the user typed in the sidebar and loaded, so a link never shows a server path the user did not
 type. Opening a link loads a Hub id the way the sidebar's Load button does; a local folder is
@@ -33,11 +33,11 @@ from pathlib import Path
 
 import streamlit as st
 
-from models.decoder import DEFAULT_DECODER
+from models.loading.decoder import DEFAULT_DECODER
 from models.errors import ModelLoadError
 from models.limits import MAX_TEXT_CHARS, MODEL_NAME_CHARS
-from models.pretrained import DEFAULT_MODEL, model_identity
-from models.source import Kind
+from models.loading.pretrained import DEFAULT_MODEL, model_identity
+from models.loading.source import Kind
 from ui import cache
 from ui.state import DECODER_NAME, DEFAULT_TEXT, LOADED_NAMES, MODEL_NAME
 

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from models.source import ModelSource
+from models.loading.source import ModelSource
 from ui import cache, long_inputs
 from viz.compare import compare_role_tables, role_distribution
 from viz.heatmap import matrix_heatmap

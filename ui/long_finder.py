@@ -1,7 +1,7 @@
 """The head finder on a long input: the query word's rows of every layer, exactly.
 
 The head finder needs one thing from the maps: the query's rows, in every layer and head. For a
-long input they are computed from each layer's kept input (models.long_rows.rows_every_layer),
+long input they are computed from each layer's kept input (models.hooks.long_rows.rows_every_layer),
 one layer at a time, so no (T, T) map is ever held: about 4 s at 4,096 tokens on SmolLM2, then
 kept in the server's byte-bounded trace store (~13 MB for a three-piece word at 4,096 tokens).
 """
@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from models.head_analysis import TokenSpan
-from models.long_rows import rows_every_layer
-from models.source import ModelSource
+from models.analysis.head_finder import TokenSpan
+from models.hooks.long_rows import rows_every_layer
+from models.loading.source import ModelSource
 from ui import cache, long_inputs
 
 

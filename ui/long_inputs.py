@@ -2,7 +2,7 @@
 
 A decoder's full trace is capped (models/limits.py) because it holds every layer's T x T maps.
 A long input (up to models.limits.LONG_TOKENS) is read by one streamed forward that keeps only
-each layer's max-pooled thumbnails and per-head statistics in memory (models/streaming.py) and each layer's input on
+each layer's max-pooled thumbnails and per-head statistics in memory (models/hooks/streaming.py) and each layer's input on
 disk; one head's exact map is computed on demand from its layer's input. Both are kept in the server's byte-bounded
 trace store; one long forward runs at a time on the server (each holds one layer's maps, about
 600 MB at 4,096 tokens on SmolLM2, while it runs).
@@ -24,11 +24,11 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 
-from models.byte_cache import release_freed_memory
+from models.store.byte_cache import release_freed_memory
 from models.errors import ModelLoadError
-from models.source import ModelSource
+from models.loading.source import ModelSource
 from models.limits import LONG_INPUT_DISK_BYTES
-from models.streaming import (LayerInputs, Streamed, exact_head, exact_layer, long_limit,
+from models.hooks.streaming import (LayerInputs, Streamed, exact_head, exact_layer, long_limit,
                               prepare, stream)
 from ui import cache
 from ui.long_summary import LongReducer, LongSummary
@@ -179,7 +179,7 @@ def overview(source: ModelSource, text: str, pair: str) -> LongOverview:
 
 def head(source: ModelSource, text: str, pair: str, layer: int, head_index: int) -> np.ndarray:
     """(Q, K) exact weights of one head of a long input (the layers before it run fused
-    attention; see models.streaming.exact_layer)."""
+    attention; see models.hooks.streaming.exact_layer)."""
     runner = cache.loaded(source)
     key = ("long-head", source, runner.label, text, pair, layer, head_index)
 

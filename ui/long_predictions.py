@@ -1,4 +1,4 @@
-"""A long decoder input's predictions, read whole (models/long_predictions.py): the last layer
+"""A long decoder input's predictions, read whole (models/experiments/long_predictions.py): the last layer
 and the head run again from the last layer's kept input (ui/long_inputs.py), and what they
 predicted is kept in the server's byte-bounded trace store, once per text."""
 
@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from models.byte_cache import release_freed_memory
-from models.long_predictions import long_predictions
-from models.source import ModelSource
-from models.trace import Predictions
+from models.store.byte_cache import release_freed_memory
+from models.experiments.long_predictions import long_predictions
+from models.loading.source import ModelSource
+from models.hooks.trace import Predictions
 from ui import cache, long_inputs
 
 

@@ -1,4 +1,4 @@
-"""Exact rows of a long input, from its layers' kept inputs (models/long_rows.py): one query's
+"""Exact rows of a long input, from its layers' kept inputs (models/hooks/long_rows.py): one query's
 attention row with its q, k and v vectors for the arithmetic page, and a window of every layer's
 maps for bertviz. Both are kept in the server's byte-bounded trace store."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from models.long_rows import ExactRows, exact_rows, window_maps
-from models.record import AttentionRecord
-from models.source import ModelSource
+from models.hooks.long_rows import ExactRows, exact_rows, window_maps
+from models.hooks.record import AttentionRecord
+from models.loading.source import ModelSource
 from ui import cache, long_inputs
 
 

@@ -1,5 +1,5 @@
 """Everything the app keeps of a long input's attention, reduced layer by layer as one streamed
-forward computes each layer (models.streaming.stream): every head's thumbnail, statistics,
+forward computes each layer (models.hooks.streaming.stream): every head's thumbnail, statistics,
 sentence-detector scores and role shares, and the rollout's pooled maps. `LongReducer` is the
 reducer the app streams with; `LongSummary` is what it keeps (a few tens of MB at 4,096 tokens,
 whatever the model's L x H x T x T).
@@ -16,9 +16,9 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from models.detectors import NotMeasurable, layer_sentence_scores
-from models.streaming import Streamed
-from models.tokenize import EncodedText
+from models.analysis.detectors import NotMeasurable, layer_sentence_scores
+from models.hooks.streaming import Streamed
+from models.loading.tokenize import EncodedText
 from viz.compare import layer_roles
 from viz.long_rollout import RolloutStream
 from viz.overview import THUMBNAIL_CELLS, max_pool

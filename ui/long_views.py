@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
-from models.source import ModelSource
+from models.loading.source import ModelSource
 from ui import charts, long_inputs
 from viz.long_view import WINDOW_TOKENS, fit_half_width, window_figure
 

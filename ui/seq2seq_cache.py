@@ -1,6 +1,6 @@
 """Cached resources of the encoder–decoder page.
 
-The toy translator is trained once per machine (the disk cache, models/trained_translator.py) and
+The toy translator is trained once per machine (the disk cache, models/teaching/trained_translator.py) and
 loaded once per server (st.cache_resource: one fixed model), so thirty students share one
 training. Hugging Face encoder–decoders are kept by what they are (however the name is spelled),
 at most `models.limits.SEQ2SEQ_MODELS` at once, least recently used unloaded. Translations and
@@ -16,13 +16,13 @@ from dataclasses import replace
 
 import streamlit as st
 
-from models.hf_seq2seq import Seq2SeqRun, load_seq2seq, run_seq2seq
+from models.loading.hf_seq2seq import Seq2SeqRun, load_seq2seq, run_seq2seq
 from models.limits import SEQ2SEQ_MODELS
-from models.loaded_models import LoadedModels
-from models.pretrained import LoadedModel, model_identity
-from models.record import AttentionRecord
-from models.seq2seq_training import load_or_train, train, translate
-from models.trained_translator import (Progress, Snapshot, TrainedTranslator, TrainingSettings,
+from models.loading.loaded_models import LoadedModels
+from models.loading.pretrained import LoadedModel, model_identity
+from models.hooks.record import AttentionRecord
+from models.teaching.seq2seq_training import load_or_train, train, translate
+from models.teaching.trained_translator import (Progress, Snapshot, TrainedTranslator, TrainingSettings,
                                        Translation, is_cached)
 from ui import byte_caches
 from viz.bertviz_views import encoder_decoder_html

@@ -8,15 +8,15 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from models.conversion import prepare_default_decoder
-from models.decoder import DEFAULT_DECODER
+from models.loading.conversion import prepare_default_decoder
+from models.loading.decoder import DEFAULT_DECODER
 from models.errors import ModelLoadError, UnsupportedModelType
 from models.limits import MAX_TEXT_CHARS
-from models.pretrained import DEFAULT_MODEL, LoadedModel
-from models.record import AttentionRecord
-from models.source import Kind, LoadedSource, ModelSource
-from models.streaming import long_limit
-from models.trace import Trace
+from models.loading.pretrained import DEFAULT_MODEL, LoadedModel
+from models.hooks.record import AttentionRecord
+from models.loading.source import Kind, LoadedSource, ModelSource
+from models.hooks.streaming import long_limit
+from models.hooks.trace import Trace
 from ui import cache, charts
 from ui.text import plain
 

@@ -14,15 +14,15 @@ from typing import TypeVar
 import numpy as np
 import streamlit as st
 
-from models.encoder import Encoder
-from models.masks import PaddedBatch, padded_batch, with_mask_style
-from models.positions import (cosine_similarity, learned_position_count, learned_positions,
+from models.scratch.encoder import Encoder
+from models.teaching.masks import PaddedBatch, padded_batch, with_mask_style
+from models.teaching.positions import (cosine_similarity, learned_position_count, learned_positions,
                               sinusoidal_encoding)
-from models.scaling import (DotProductExperiment, EntropyCurve, SoftmaxRow, dot_product_experiment,
+from models.teaching.scaling import (DotProductExperiment, EntropyCurve, SoftmaxRow, dot_product_experiment,
                             entropy_curve, experiment_dimensions, softmax_row)
-from models.rotary import rotary_angles, rotary_module
-from models.source import Kind, LoadedSource, ModelSource
-from models.trace import Trace
+from models.teaching.rotary import rotary_angles, rotary_module
+from models.loading.source import Kind, LoadedSource, ModelSource
+from models.hooks.trace import Trace
 from ui import byte_caches, cache
 
 Value = TypeVar("Value")

@@ -1,4 +1,4 @@
-"""Figures and a table for the arithmetic of one attention row (models.arithmetic.RowArithmetic)."""
+"""Figures and a table for the arithmetic of one attention row (models.teaching.arithmetic.RowArithmetic)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from models.arithmetic import KeyProducts, RowArithmetic
+from models.teaching.arithmetic import KeyProducts, RowArithmetic
 from viz import style
 from viz.labels import numbered_labels
 

@@ -30,7 +30,7 @@ import bertviz
 import numpy as np
 import torch
 
-from models.record import AttentionRecord
+from models.hooks.record import AttentionRecord
 
 WEIGHT_DECIMALS = 3  # 0.001 is finer than a line's opacity can show
 

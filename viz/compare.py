@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from models.record import AttentionRecord
+from models.hooks.record import AttentionRecord
 from viz.heatmap import matrix_heatmap
 from viz.statistics import head_statistics, row_entropy_bits
 from viz.tokens import EMPTY_ROW_WEIGHT

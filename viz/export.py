@@ -20,7 +20,7 @@ from typing import BinaryIO
 import numpy as np
 import pandas as pd
 
-from models.record import AttentionRecord
+from models.hooks.record import AttentionRecord
 
 FORMAT_VERSION = 2  # 2: JSON holds one layer, rounded; NPZ may hold float16
 JSON_DECIMALS = 4

@@ -8,7 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from models.record import AttentionRecord
+from models.hooks.record import AttentionRecord
 from viz import style
 from viz.labels import numbered_labels, tick_labels
 

@@ -1,7 +1,7 @@
 """Figures for the walk through one encoder layer: the steps top to bottom with their shapes,
 the weight matrices as small pictures, and one head's attention map.
 
-The walk object comes from models/layer_walk.py (read by attribute, not imported: viz/ takes
+The walk object comes from models/teaching/layer_walk.py (read by attribute, not imported: viz/ takes
 only records from models/): `.steps` (each with `.key`, `.title`, `.formula`, `.shape`,
 `.model_shape`, `.difference`, `.reference`), `.matrices` (each with `.symbol`, `.name`,
 `.matrix`, `.shape`), `.tokens`, `.lengths`, `.layer`, `.head_weights(item, head)`.

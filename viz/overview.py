@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from models.record import AttentionRecord
+from models.hooks.record import AttentionRecord
 from viz import style
 
 THUMBNAIL_CELLS = 64

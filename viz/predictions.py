@@ -1,4 +1,4 @@
-"""Predictions next to attention: a language-model head's summaries (models/predictions.py) in,
+"""Predictions next to attention: a language-model head's summaries (models/experiments/predictions.py) in,
 a table or a Plotly figure out."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from models.predictions import Candidate, PerPosition
+from models.experiments.predictions import Candidate, PerPosition
 from viz import style
 from viz.generation import candidates_figure, visible_text
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from models.record import AttentionRecord
+from models.hooks.record import AttentionRecord
 from viz.heatmap import matrix_heatmap
 
 FORMULA = (

@@ -8,7 +8,7 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from models.record import AttentionRecord
+from models.hooks.record import AttentionRecord
 from viz import style
 from viz.heatmap import matrix_heatmap
 from viz.labels import numbered_labels

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from models.record import AttentionRecord
+from models.hooks.record import AttentionRecord
 from viz.heatmap import matrix_heatmap
 from viz.tokens import EMPTY_ROW_WEIGHT, WORD_START_MARKERS, WORDPIECE_CONTINUATION
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models.record import ROW_SUM_TOLERANCE, AttentionRecord
+from models.hooks.record import ROW_SUM_TOLERANCE, AttentionRecord
 
 WORDPIECE_CONTINUATION = "##"
 WORD_START_MARKERS = ("Ġ", "▁")  # byte-level BPE, SentencePiece

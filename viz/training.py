@@ -1,6 +1,6 @@
 """Figures for fine-tuning: the loss curve, held-out accuracy per epoch, and what changed.
 
-Training results come from models/finetune.py and are read by attribute (viz/ imports only
+Training results come from models/experiments/finetune.py and are read by attribute (viz/ imports only
 records from models/): `.step_losses`, `.epochs` (each `.epoch`, `.train_loss`,
 `.held_out_loss`, `.held_out_accuracy`), `.train_size`, `.settings.batch_size`,
 `.class_names`.
@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from models.record import AttentionRecord
+from models.hooks.record import AttentionRecord
 from viz import style
 from viz.compare import compare_heads, difference_heatmap
 from viz.heatmap import matrix_heatmap

@@ -1,0 +1,1 @@
+"""Runs that change or extend a forward pass: ablation and knockout, predictions, generation, the fine-tuned classifier."""

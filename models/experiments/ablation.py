@@ -1,0 +1,382 @@
+"""Which heads matter for a prediction: head ablation, the single-head importance grid, knockout.
+
+- Ablation removes a head's output: zero ablation replaces the head's per-token output (its
+  weighted sum of values, before W_O) by 0, mean ablation by that output's mean over the input's
+  positions. The change is read on one prediction: the log-probability of a target token.
+- The importance grid (after Michel et al. 2019) ablates each head alone; B ablations share one
+  batched forward (item b of the batch has its own head switched off).
+- Knockout (Geva et al. 2023) removes attention edges from one query position to chosen key
+  positions, before the softmax, in a window of layers.
+
+A "target" is a token and the position whose output predicts it: for a causal LM the last
+position predicts the next token; for a masked LM the masked position predicts the hidden word.
+For a fine-tuned classifier (models.experiments.classifier.SequenceClassifier) the target is one class: its
+logits (B, C) are read as one position whose "vocabulary" is the classes, and `ClassLabels`
+stands in for the tokenizer when the outcome names its top classes.
+
+Dimensions: B batch, L layers, H heads, T tokens, Q/K positions, Dh head width, V vocabulary.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+
+import torch
+from torch import nn
+
+from models.experiments import predictions
+from models.hooks.capture import CapturedRun, Intervention, run_captured
+from models.hooks.install import HOOKED, install
+from models.experiments.classifier import SequenceClassifier
+from models.scratch.encoder import Encoder
+from models.hooks.record import AttentionRecord
+from models.loading.tokenize import EncodedText, encode
+from models.hooks.trace import trace_from_run
+
+ZERO, MEAN = "zero", "mean"
+ABLATION_MODES = (ZERO, MEAN)
+DEFAULT_BATCH = 32  # single-head ablations per forward in the importance grid, at most
+# What one batched forward of the grid may keep: the capture holds every layer's weights
+# (B, H, Q, K), and a masked LM's logits (B, T, V). Long inputs get smaller batches.
+GRID_BUDGET_BYTES = 256 * 2**20
+FLOAT_BYTES = 4
+TOP_K = 5
+NEXT_TOKEN, MASKED_WORD, CLASS_PROBABILITY = "next token", "masked word", "class probability"
+
+Progress = Callable[[int, int], None]  # (ablations done, ablations in all)
+
+
+class NoPrediction(ValueError):
+    """The model has no prediction head to read a change from; the message is one sentence."""
+
+
+@dataclass(frozen=True)
+class PreparedInput:
+    """The tokens of one input and the model inputs built from them (batch of one)."""
+
+    encoded: EncodedText
+    inputs: dict[str, torch.Tensor]
+    causal: bool
+    source: str
+
+    @property
+    def num_tokens(self) -> int:
+        return self.encoded.input_ids.size(1)
+
+
+@dataclass(frozen=True)
+class Target:
+    """The token whose log-probability is read, and the position whose output predicts it."""
+
+    position: int
+    token_id: int
+    text: str  # as it reads in the text (" Paris")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One forward: the attention it computed and what it predicted at the target's position."""
+
+    record: AttentionRecord | None  # None when the caller did not ask to keep the maps
+    target: Target
+    probability: float  # of the target token
+    log_probability: float
+    candidates: tuple[predictions.Candidate, ...]  # the model's top tokens there
+
+
+@dataclass(frozen=True)
+class Comparison:
+    before: Outcome
+    after: Outcome
+
+    @property
+    def change(self) -> float:
+        """after - before, in probability."""
+        return self.after.probability - self.before.probability
+
+
+class ClassLabels:
+    """A classifier's classes in the place of a tokenizer: output i reads as the i-th name."""
+
+    def __init__(self, names: Sequence[str]):
+        if len(names) < 2:
+            raise ValueError("A classifier needs at least two class names.")
+        self.names = tuple(str(name) for name in names)
+
+    def decode(self, ids, **_) -> str:
+        return "".join(self.names[int(i)] for i in ids)
+
+    def convert_ids_to_tokens(self, ids):
+        return self.names[int(ids)] if isinstance(ids, int) else [self.names[int(i)] for i in ids]
+
+
+def capturable(classifier: SequenceClassifier) -> SequenceClassifier:
+    """The classifier, with its encoder's attention going through the app's capture.
+
+    A copy of a loaded pretrained encoder keeps the capturing attention in its config; one that
+    does not is switched here. The from-scratch encoder reports to the capture by itself."""
+    if classifier.training:
+        raise ValueError("The classifier must be in eval mode to be ablated.")
+    if not getattr(classifier.encoder, HOOKED, False):
+        install(classifier.encoder)
+    return classifier
+
+
+def class_target(labels: ClassLabels, index: int) -> Target:
+    """Class `index` of a classifier as the target (its logits are one position: 0)."""
+    if not 0 <= index < len(labels.names):
+        raise ValueError(f"Class {index} is not one of the classifier's {len(labels.names)}.")
+    return Target(0, int(index), labels.names[index])
+
+
+def prediction_kind(model: nn.Module, tokenizer, causal: bool) -> str | None:
+    """NEXT_TOKEN for a causal LM, MASKED_WORD for a masked LM, CLASS_PROBABILITY for a
+    fine-tuned classifier, None without a prediction head."""
+    if isinstance(model, SequenceClassifier):
+        return CLASS_PROBABILITY
+    if isinstance(model, Encoder):
+        return None
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if head is None:
+        return None
+    if causal:
+        return NEXT_TOKEN
+    return MASKED_WORD if getattr(tokenizer, "mask_token_id", None) is not None else None
+
+
+def no_prediction_message(label: str) -> str:
+    return (f"{label} has no prediction head (it outputs vectors, not token probabilities), so "
+            "there is no prediction to change: choose the causal decoder in the sidebar, or load "
+            "a masked language model.")
+
+
+def prepare(model: nn.Module, tokenizer, max_tokens: int, text: str, causal: bool,
+            source: str, pair: str | None = None) -> PreparedInput:
+    """Text -> the model's inputs, the same way the app's record path encodes it."""
+    if causal and pair and pair.strip():
+        pair = f" {pair.strip()}"  # a second sentence continues the first after a space
+    encoded = encode(tokenizer, text, pair, max_tokens)
+    inputs = ({"input_ids": encoded.input_ids, "attention_mask": encoded.attention_mask}
+              if causal else encoded.model_inputs())
+    if isinstance(model, (Encoder, SequenceClassifier)):
+        inputs.setdefault("token_type_ids", None)
+    return PreparedInput(encoded, inputs, causal, source)
+
+
+def with_mask(prepared: PreparedInput, tokenizer, position: int) -> tuple[PreparedInput, Target]:
+    """For a masked LM: the input with `position` replaced by the mask token, and the hidden
+    word there as the target."""
+    if not 0 <= position < prepared.num_tokens:
+        raise ValueError(f"Position {position} is outside the {prepared.num_tokens} tokens.")
+    if position in prepared.encoded.special_positions:
+        raise ValueError("A special token cannot be masked: choose a word of the sentence.")
+    original = int(prepared.encoded.input_ids[0, position])
+    input_ids = prepared.encoded.input_ids.clone()
+    input_ids[0, position] = tokenizer.mask_token_id
+    tokens = list(prepared.encoded.tokens)
+    tokens[position] = tokenizer.mask_token
+    encoded = replace(prepared.encoded, input_ids=input_ids, tokens=tuple(tokens))
+    inputs = dict(prepared.inputs, input_ids=input_ids)
+    target = Target(position, original, predictions.readable(tokenizer, original))
+    return PreparedInput(encoded, inputs, prepared.causal, prepared.source), target
+
+
+def next_token_target(prepared: PreparedInput, tokenizer, token_id: int) -> Target:
+    """For a causal LM: `token_id` as the token after the text (read at the last position)."""
+    return Target(prepared.num_tokens - 1, int(token_id), predictions.readable(tokenizer, token_id))
+
+
+def target_from_text(prepared: PreparedInput, tokenizer, word: str) -> Target:
+    """The first token of `word` as the next token (a leading space is added when the text's
+    tokenizer marks word starts, as byte-level BPE does)."""
+    if not word.strip():
+        raise ValueError("Type a word for the model to predict.")
+    ids = tokenizer(word, add_special_tokens=False)["input_ids"]
+    spaced = tokenizer(" " + word.strip(), add_special_tokens=False)["input_ids"]
+    if not word.startswith(" ") and spaced and len(spaced) <= len(ids):
+        ids = spaced  # " Paris" is one token where "Paris" may be two
+    if not ids:
+        raise ValueError(f"The tokenizer turns '{word}' into no token at all.")
+    return next_token_target(prepared, tokenizer, ids[0])
+
+
+def _batched(prepared: PreparedInput, batch: int) -> dict[str, torch.Tensor]:
+    return {name: value if value is None else value.expand(batch, *value.shape[1:])
+            for name, value in prepared.inputs.items()}
+
+
+def _forward_inputs(model: nn.Module, prepared: PreparedInput, batch: int) -> dict:
+    inputs = _batched(prepared, batch)
+    if prepared.causal and not isinstance(model, Encoder):
+        inputs["logits_to_keep"] = 1  # only the last position predicts the target
+    return inputs
+
+
+def _run(model: nn.Module, inputs: dict, intervention: Intervention | None = None
+         ) -> CapturedRun:
+    """One captured forward; a classifier's logits (B, C) come back as (B, 1, C)."""
+    if isinstance(model, SequenceClassifier):
+        capturable(model)
+    return run_captured(model, inputs, intervention)
+
+
+def _target_log_probabilities(run: CapturedRun, target: Target, label: str) -> torch.Tensor:
+    """(B,) the log-probability of the target token at its position, for each batch item."""
+    if run.logits is None:
+        raise NoPrediction(no_prediction_message(label))
+    logits = run.logits  # (B, T, V), or (B, 1, V) when only the last position was kept
+    row = logits[:, target.position] if logits.size(1) > 1 else logits[:, -1]  # (B, V)
+    return torch.log_softmax(row.float(), dim=-1)[:, target.token_id]
+
+
+def plain_run(model: nn.Module, prepared: PreparedInput,
+              intervention: Intervention | None = None) -> CapturedRun:
+    return _run(model, _forward_inputs(model, prepared, 1), intervention)
+
+
+def _outcome(run: CapturedRun, prepared: PreparedInput, target: Target, tokenizer,
+             keep_record: bool = True) -> Outcome:
+    log_probability = float(_target_log_probabilities(run, target, prepared.source)[0])
+    logits = run.logits[0]  # (T, V)
+    row = logits[target.position] if logits.size(0) > 1 else logits[-1]  # (V,)
+    top = predictions.top_candidates(torch.softmax(row.float(), dim=-1), tokenizer, TOP_K)
+    record = (trace_from_run(run, prepared.encoded, prepared.source, prepared.causal).record
+              if keep_record else None)
+    return Outcome(record, target, math.exp(log_probability), log_probability, top)
+
+
+def predict(model: nn.Module, prepared: PreparedInput, tokenizer,
+            target: Target | None = None, keep_record: bool = True) -> Outcome:
+    """The plain run's outcome; without a target, a causal LM's own most probable next token
+    (a classifier's predicted class, `tokenizer` then being its ClassLabels) becomes the target."""
+    run = plain_run(model, prepared)
+    if run.logits is None:
+        raise NoPrediction(no_prediction_message(prepared.source))
+    if target is None and isinstance(model, SequenceClassifier):
+        target = class_target(tokenizer, int(run.logits[0, -1].argmax()))
+    elif target is None:
+        if not prepared.causal:
+            raise ValueError("A masked language model needs a masked word as its target.")
+        best = int(run.logits[0, -1].argmax())
+        target = next_token_target(prepared, tokenizer, best)
+    return _outcome(run, prepared, target, tokenizer, keep_record)
+
+
+def mean_head_outputs(run: CapturedRun) -> torch.Tensor:
+    """(L, H, Dh): each head's output (before W_O) averaged over the input's positions."""
+    return torch.stack([layer.context[0].mean(dim=0) for layer in run.layers])  # (L, H, Dh)
+
+
+def head_shape(run: CapturedRun) -> tuple[int, int]:
+    return len(run.layers), run.layers[0].weights.size(1)
+
+
+def ablation_scale(layers: int, heads: int, ablated: Iterable[tuple[int, int]]) -> torch.Tensor:
+    """(1, L, H): 1 keeps a head, 0 ablates it."""
+    scale = torch.ones(1, layers, heads)
+    for layer, head in ablated:
+        if not (0 <= layer < layers and 0 <= head < heads):
+            raise ValueError(f"Layer {layer}, head {head} is not in a model with {layers} layers "
+                             f"of {heads} heads.")
+        scale[0, layer, head] = 0.0
+    return scale
+
+
+def _replacement(mode: str, base: CapturedRun) -> torch.Tensor | None:
+    if mode not in ABLATION_MODES:
+        raise ValueError(f"Unknown ablation '{mode}': choose one of {', '.join(ABLATION_MODES)}.")
+    return mean_head_outputs(base) if mode == MEAN else None
+
+
+def ablate_heads(model: nn.Module, prepared: PreparedInput, tokenizer, target: Target,
+                 heads: Sequence[tuple[int, int]], mode: str = ZERO) -> Comparison:
+    """The prediction and attention with the chosen heads ablated, against the plain run."""
+    if not heads:
+        raise ValueError("Choose at least one head to ablate.")
+    base = plain_run(model, prepared)
+    layers, per_layer = head_shape(base)
+    edit = Intervention(head_scale=ablation_scale(layers, per_layer, heads),
+                        head_replacement=_replacement(mode, base))
+    after = plain_run(model, prepared, edit)
+    return Comparison(_outcome(base, prepared, target, tokenizer),
+                      _outcome(after, prepared, target, tokenizer))
+
+
+def grid_batch_size(base: CapturedRun, prepared: PreparedInput) -> int:
+    """How many single-head ablations one forward can take within GRID_BUDGET_BYTES."""
+    layers, heads = head_shape(base)
+    tokens = prepared.num_tokens
+    per_item = layers * heads * tokens * tokens * FLOAT_BYTES  # the captured weights
+    if base.logits is not None:
+        per_item += base.logits[0].numel() * FLOAT_BYTES  # (T, V), or (1, V) for a causal LM
+    return max(1, min(DEFAULT_BATCH, GRID_BUDGET_BYTES // per_item))
+
+
+def importance_grid(model: nn.Module, prepared: PreparedInput, target: Target,
+                    mode: str = ZERO, batch_size: int | None = None,
+                    progress: Progress | None = None) -> torch.Tensor:
+    """(L, H): the target's log-probability with that head alone ablated, minus without.
+
+    Negative = the head helps the prediction. `batch_size` single-head ablations run in one
+    forward (default: `grid_batch_size`); `progress(done, total)` is called after each.
+    """
+    if batch_size is not None and batch_size < 1:
+        raise ValueError("The batch size must be at least 1.")
+    base = plain_run(model, prepared)
+    baseline = _target_log_probabilities(base, target, prepared.source)[0]
+    layers, heads = head_shape(base)
+    batch_size = batch_size or grid_batch_size(base, prepared)
+    replacement = _replacement(mode, base)
+    total = layers * heads
+    changes = torch.empty(total)
+    for start in range(0, total, batch_size):
+        stop = min(start + batch_size, total)
+        scale = torch.ones(stop - start, layers * heads)
+        scale[torch.arange(stop - start), torch.arange(start, stop)] = 0.0  # item b ablates one
+        edit = Intervention(head_scale=scale.view(-1, layers, heads),  # (B, L, H)
+                            head_replacement=replacement)
+        run = _run(model, _forward_inputs(model, prepared, stop - start), edit)
+        changes[start:stop] = _target_log_probabilities(run, target, prepared.source) - baseline
+        if progress is not None:
+            progress(stop, total)
+    return changes.view(layers, heads)  # (L, H)
+
+
+def knockout_edges(num_layers: int, num_tokens: int, query: int, keys: Iterable[int],
+                   layers: Iterable[int]) -> torch.Tensor:
+    """bool (L, Q, K): True on the edges from `query` to `keys` in the chosen layers."""
+    keys = sorted(set(keys))
+    layers = sorted(set(layers))
+    if not keys:
+        raise ValueError("Choose at least one key token to block.")
+    if not layers:
+        raise ValueError("Choose at least one layer to block the edges in.")
+    if not 0 <= query < num_tokens or any(not 0 <= k < num_tokens for k in keys):
+        raise ValueError(f"Positions must lie between 0 and {num_tokens - 1}.")
+    if any(not 0 <= layer < num_layers for layer in layers):
+        raise ValueError(f"Layers must lie between 0 and {num_layers - 1}.")
+    blocked = torch.zeros(num_layers, num_tokens, num_tokens, dtype=torch.bool)
+    blocked[torch.tensor(layers)[:, None], query, torch.tensor(keys)[None, :]] = True
+    return blocked
+
+
+def knockout(model: nn.Module, prepared: PreparedInput, tokenizer, target: Target, query: int,
+             keys: Iterable[int], layers: Iterable[int], keep_records: bool = True) -> Comparison:
+    """The prediction with the edges query -> keys removed in `layers`, against the plain run.
+
+    A query row needs at least one edge left: blocking every key it may see raises ValueError.
+    """
+    base = plain_run(model, prepared)
+    num_layers, _ = head_shape(base)
+    blocked = knockout_edges(num_layers, prepared.num_tokens, query, keys, layers)
+    visible = prepared.encoded.attention_mask[0].bool().clone()  # (K,)
+    if prepared.causal:
+        visible[query + 1:] = False
+    if not (visible & ~blocked.any(dim=0)[query]).any():
+        raise ValueError("Blocking every token the query can see leaves its attention nothing "
+                         "to spread over: keep at least one key.")
+    after = plain_run(model, prepared, Intervention(blocked=blocked))
+    return Comparison(_outcome(base, prepared, target, tokenizer, keep_records),
+                      _outcome(after, prepared, target, tokenizer, keep_records))

@@ -1,0 +1,1 @@
+"""The byte-bounded stores that keep computed results."""
