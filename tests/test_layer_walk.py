@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import math
 import threading
 
@@ -13,9 +12,12 @@ import torch.nn.functional as F
 from transformers import DistilBertConfig, DistilBertModel
 from transformers.models.bert import modeling_bert
 
-from models.teaching.layer_walk import batch_texts, encode_batch, scratch_walk_config, walk_layer
+from models.hooks import points
+from models.hooks.run import Run, run_model
+from models.scratch import attention as scratch_attention
 from models.scratch.build import random_encoder
-from models.teaching.walk_hooks import WalkUnavailable, _Recorder, remove_walk_hooks
+from models.teaching.layer_walk import (WalkUnavailable, batch_texts, encode_batch,
+                                       scratch_walk_config, walk_layer)
 
 TEXT = "Time flies like an arrow."  # 8 tokens with [CLS] and [SEP]
 OTHERS = ("The soup was cold and bland.", "What a lovely afternoon in the park!",
@@ -182,41 +184,92 @@ def test_bad_requests_raise(default_model):
         batch_texts(TEXT, (), 4)
 
 
-def test_other_threads_running_the_same_model_do_not_leak_into_the_walk(default_model):
-    """The server shares one model between sessions: a forward in another thread while the
-    walk's hooks are installed must not be recorded."""
-    encoder = random_encoder(scratch_walk_config(len(default_model.tokenizer), 32, 4, 2, "post"), 1)
+def hook_count(model: torch.nn.Module) -> int:
+    return sum(len(module._forward_hooks) + len(module._forward_pre_hooks)
+               for module in model.modules())
+
+
+@pytest.mark.parametrize("which", ["minilm", "scratch"])
+def test_the_walk_leaves_no_hook_behind(default_model, which, monkeypatch):
+    """The walk is one run: nothing is attached to the shared model, before, during or after
+    (counted inside the forward by a spy on each layer's attention arithmetic)."""
+    if which == "minilm":
+        model, module, function = default_model.model, modeling_bert, "eager_attention_forward"
+    else:
+        model = random_encoder(scratch_walk_config(len(default_model.tokenizer), 32, 4, 2,
+                                                   "pre"), 2)
+        module, function = scratch_attention, "masked_softmax"
+    original = getattr(module, function)
+    during = []
+
+    def spy(*args, **kwargs):
+        during.append(hook_count(model))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, function, spy)
+    before = hook_count(model)
+    walk_layer(model, encode_batch(default_model.tokenizer, [TEXT, OTHERS[0]]), 1)
+    assert hook_count(model) == before
+    assert during == [before, before]  # layers 0 and 1 ran; the walk stopped after layer 1
+    if which == "scratch":
+        assert before == 0  # the from-scratch encoder calls its points itself
+
+
+def walk_numbers(walk) -> dict[str, np.ndarray]:
+    return {step.key: step.value for step in walk.steps}
+
+
+@pytest.mark.parametrize("which", ["minilm", "scratch"])
+def test_a_walk_and_another_sessions_forward_at_once_each_get_their_own_numbers(default_model,
+                                                                                which):
+    """The server shares one model between sessions: a walk in one thread and another session's
+    edited forward (a different batch, layer 1's heads zeroed) in another, started together
+    many times, each give exactly what they give alone."""
+    model = default_model.model if which == "minilm" else random_encoder(
+        scratch_walk_config(len(default_model.tokenizer), 32, 4, 2, "post"), 1)
+    batch = scratch_batch(default_model.tokenizer, 2, 12)
     other = scratch_batch(default_model.tokenizer, 3, 7)  # a different shape on purpose
-    stop = threading.Event()
+    other_inputs = dict(input_ids=other.input_ids, attention_mask=other.attention_mask,
+                        token_type_ids=other.token_type_ids)
 
-    def busy():
-        while not stop.is_set():
-            with torch.inference_mode():
-                encoder(other.input_ids, other.token_type_ids, other.attention_mask)
-    worker = threading.Thread(target=busy)
-    worker.start()
-    try:
-        batch = scratch_batch(default_model.tokenizer, 2, 12)
-        for _ in range(20):
-            walk = walk_layer(encoder, batch, 1)
-            hooked_steps_match(walk)
-            assert walk.step("layer_input").shape == (2, 12, 32)
-    finally:
-        stop.set()
-        worker.join()
+    def walk():
+        return walk_numbers(walk_layer(model, batch, 1))
 
+    def other_session():
+        run = Run(cache=[points.resid_post(1)],
+                  edits={points.z(1): lambda value, name: torch.zeros_like(value)})
+        run_model(model, other_inputs, run)
+        return run[points.resid_post(1)]
 
-def test_a_copy_taken_during_a_walk_loses_only_the_walks_hooks(default_model):
-    recorder = _Recorder()
-    recorder.output("query", default_model.model.encoder.layer[0].attention.self.query)
-    try:
-        copied = copy.deepcopy(default_model.model)
-    finally:
-        recorder.remove()
-    hooks_before = sum(len(m._forward_hooks) for m in copied.modules())
-    remove_walk_hooks(copied)
-    assert sum(len(m._forward_hooks) for m in copied.modules()) == hooks_before - 1
-    inputs = default_model.tokenizer(TEXT, return_tensors="pt")
-    with torch.inference_mode():
-        attentions = copied(**inputs, output_attentions=True).attentions
-    assert len(attentions) == 6  # transformers' own output hooks are still there
+    alone_walk, alone_other = walk(), other_session()
+    rounds, start = 8, threading.Barrier(2)
+    results = {"walk": [], "other": []}
+    errors = []
+
+    def repeat(name, job):
+        try:
+            for _ in range(rounds):
+                start.wait()
+                results[name].append(job())
+        except Exception as error:  # noqa: BLE001 - the main thread reports it
+            errors.append(error)
+            start.abort()
+
+    threads = [threading.Thread(target=repeat, args=("walk", walk)),
+               threading.Thread(target=repeat, args=("other", other_session))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    assert len(results["walk"]) == len(results["other"]) == rounds
+    for numbers in results["walk"]:
+        assert numbers.keys() == alone_walk.keys()
+        for key, value in numbers.items():
+            np.testing.assert_allclose(value, alone_walk[key], atol=1e-5, err_msg=key)
+    for value in results["other"]:
+        torch.testing.assert_close(value, alone_other, atol=1e-5, rtol=0)
+    with torch.inference_mode():  # the edit was real: the plain forward differs
+        plain = Run(cache=[points.resid_post(1)])
+        run_model(model, other_inputs, plain)
+    assert (plain[points.resid_post(1)] - alone_other).abs().max() > 1e-3

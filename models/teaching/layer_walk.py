@@ -3,18 +3,22 @@
 Dimension letters: B batch, T tokens, Q/K query/key positions, D model width, H heads,
 Dh head width, F feed-forward width.
 
-`walk_layer` runs the model once with forward hooks on the embeddings and on the ONE chosen
-layer (models/teaching/walk_hooks.py), keeping what the model itself computed there (its token, position
-and segment embeddings, the layer's input, the Q/K/V projections, the concatenated heads fed to
-W_O, the norms, the feed-forward, the layer's output and its attention weights). It then recomputes the layer step
+`walk_layer` runs the model once (one run, models/hooks/run.py) that keeps the hook points
+the walk shows, up to the chosen layer's output, where it stops: the token, position and
+segment embeddings, the layer's input, its queries, keys and values, the heads fed to W_O,
+the attention output, the norms, the feed-forward's two sides and its output, and the layer's
+attention weights, all as the model itself computed them. The sums before each LayerNorm are
+formed from those points in the order the model adds them. It then recomputes the layer step
 by step from the layer's input and the layer's own weight matrices (Q = E·W_Q + b, the split
 into heads, QKᵀ/√Dh, the mask, the softmax, the weighted values, the concatenation, W_O, the
 residuals, the norms, the feed-forward) and records, for every step, the recomputed tensor, the
 shape of the model's own tensor at that point and the largest difference between the two. The
-walk's last tensor is therefore checked against the layer's own output.
+walk's last tensor is therefore checked against the layer's own output. Nothing is attached to
+the model: another session running it meanwhile is not seen, and sees nothing of the walk.
 
-Two layouts are read: the from-scratch `models.scratch.encoder.Encoder` (pre- or post-norm) and a
-Hugging Face BERT (post-norm), e.g. the embedded MiniLM.
+Two layouts are read (models/teaching/walk_parts.py): the from-scratch
+`models.scratch.encoder.Encoder` (pre- or post-norm) and a Hugging Face BERT (post-norm), e.g.
+the embedded MiniLM.
 """
 
 from __future__ import annotations
@@ -27,8 +31,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from models.hooks import points
+from models.hooks.run import Run, run_model
 from models.scratch.config import EncoderConfig
-from models.teaching.walk_hooks import WalkUnavailable, layer_parts, run_hooked
+from models.scratch.encoder import Encoder
+from models.teaching.walk_parts import LayerParts, WalkUnavailable, layer_parts
+
+__all__ = ["LayerWalk", "WalkInput", "WalkMismatch", "WalkStep", "WalkUnavailable", "WeightMatrix",
+           "batch_texts", "encode_batch", "scratch_walk_config", "walk_layer"]
 
 # The recomputed steps must equal the model's own tensors to float32 rounding.
 AGREEMENT_TOLERANCE = 1e-4
@@ -182,8 +192,69 @@ def _norm(x: torch.Tensor, norm: nn.LayerNorm) -> torch.Tensor:
     return F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
 
 
+def _walk_points(parts: LayerParts, layer: int) -> tuple[str, ...]:
+    """The hook points the walk reads: the embeddings and layer `layer`'s points."""
+    names = [*parts.embedding_order, points.EMBED, points.resid_pre(layer),
+             points.q(layer), points.k(layer), points.v(layer), points.pattern(layer),
+             points.z(layer), points.attn_out(layer), points.resid_mid(layer),
+             points.mlp_pre(layer), points.mlp_post(layer), points.mlp_out(layer),
+             points.resid_post(layer)]
+    if parts.pre_norm:
+        names += [points.ln1(layer), points.ln2(layer)]
+    return tuple(names)
+
+
+def _joined(heads: torch.Tensor) -> torch.Tensor:
+    """(B, H, T, Dh) per-head vectors -> (B, T, H*Dh), the projection's own layout."""
+    batch, _, tokens, _ = heads.shape
+    return heads.transpose(1, 2).reshape(batch, tokens, -1)  # (B, T, D)
+
+
+def _model_tensors(model: nn.Module, parts: LayerParts, batch: WalkInput,
+                   layer: int) -> tuple[dict[str, torch.Tensor], torch.Tensor | None]:
+    """One run of the model on the (B, T) batch up to layer `layer`'s output: the model's own
+    tensor at each step of the walk (by step key), and the from-scratch encoder's own mask."""
+    run = Run(cache=_walk_points(parts, layer), stop_at=points.resid_post(layer))
+    mask = None
+    if isinstance(model, Encoder):
+        inputs = dict(input_ids=batch.input_ids, token_type_ids=batch.token_type_ids,
+                      attention_mask=batch.attention_mask)
+        mask = model.build_mask(batch.attention_mask, batch.input_ids.size(1),
+                                batch.input_ids.device)  # (B, 1, Q, K)
+    else:
+        inputs = dict(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                      token_type_ids=batch.token_type_ids)
+    run_model(model, inputs, run)
+    cache = run.cache
+    embedded = cache[parts.embedding_order[0]]
+    for name in parts.embedding_order[1:]:
+        embedded = embedded + cache[name]  # (B, T, D), in the model's order
+    pre, mid, post = (cache[points.resid_pre(layer)], cache[points.resid_mid(layer)],
+                      cache[points.resid_post(layer)])
+    attended, moved = cache[points.attn_out(layer)], cache[points.mlp_out(layer)]
+    seen = {
+        "tokens": cache[points.TOKEN_EMBED], "positions": cache[points.POS_EMBED],
+        "embedding_sum": embedded, "embeddings": cache[points.EMBED], "layer_input": pre,
+        "query": _joined(cache[points.q(layer)]), "key": _joined(cache[points.k(layer)]),
+        "value": _joined(cache[points.v(layer)]), "weights": cache[points.pattern(layer)],
+        "concatenated": cache[points.z(layer)].flatten(2),  # (B, T, H*Dh)
+        "attention_output": attended, "expanded": cache[points.mlp_pre(layer)],
+        "activated": cache[points.mlp_post(layer)], "contracted": moved, "layer_output": post,
+    }
+    if parts.segment is not None:
+        seen["segments"] = cache[points.SEGMENT_EMBED]
+    if parts.pre_norm:  # x + sublayer(norm(x))
+        seen |= {"attention_norm": cache[points.ln1(layer)], "feed_forward_norm_input": mid,
+                 "feed_forward_norm": cache[points.ln2(layer)]}
+    else:  # norm(x + sublayer(x)): the sums are what each norm reads
+        seen |= {"attention_norm_input": pre + attended, "attention_norm": mid,
+                 "feed_forward_norm_input": mid + moved, "feed_forward_norm": post}
+    return seen, mask
+
+
 def walk_layer(model: nn.Module, batch: WalkInput, layer: int, model_label: str = "") -> LayerWalk:
-    """Follow `batch` through layer `layer` of `model` (a from-scratch Encoder or a BERT).
+    """Follow `batch` through layer `layer` of `model` (a from-scratch Encoder or a BERT, with
+    its hook points: the app's loaders install them).
 
     The model must be in eval mode (dropout would make the steps random). Raises WalkUnavailable
     for other architectures, ValueError for a layer out of range or a model in training mode,
@@ -192,12 +263,7 @@ def walk_layer(model: nn.Module, batch: WalkInput, layer: int, model_label: str 
     if model.training:
         raise ValueError("the layer walk needs the model in eval mode (dropout off)")
     parts = layer_parts(model, layer)
-    seen, attentions, encoder_mask = run_hooked(model, parts, batch.input_ids,
-                                                batch.token_type_ids, batch.attention_mask)
-    if not attentions:
-        raise WalkUnavailable("the model returned no attention weights (it must run with eager "
-                              "attention)")
-    model_weights = attentions[layer]  # (B, H, Q, K)
+    seen, encoder_mask = _model_tensors(model, parts, batch, layer)
     steps: list[WalkStep] = []
 
     def add(key, title, formula, value, model_key=None, reference_tensor=None, reference=""):
@@ -267,7 +333,7 @@ def walk_layer(model: nn.Module, batch: WalkInput, layer: int, model_label: str 
         weights = F.softmax(masked, dim=-1)  # (B, H, Q, K)
         weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
         weights = add("weights", "Attention weights", "softmax(QKᵀ / √d_k + mask)", weights,
-                      reference_tensor=model_weights, reference="the model's own attention weights")
+                      "weights", reference="the model's own attention weights")
         head_outputs = add("head_outputs", "Weighted values of every head", "weights · V",
                            weights @ v_heads,  # (B, H, Q, Dh)
                            reference="torch's scaled_dot_product_attention gives the same")
