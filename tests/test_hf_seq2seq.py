@@ -1,5 +1,6 @@
 """Hugging Face encoder–decoders (tiny T5, BART and Marian built here, random weights, local
-word-level tokenizers): the records are transformers' own attentions."""
+word-level tokenizers): the records are transformers' own attentions, read from a twin of the
+model loaded with plain eager attention and no hook points."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
-from transformers import (BartConfig, BartForConditionalGeneration,
+from transformers import (AutoModelForSeq2SeqLM, BartConfig, BartForConditionalGeneration,
                           BertConfig, BertModel, GPT2Config, GPT2LMHeadModel, MarianConfig,
                           MarianMTModel, PreTrainedTokenizerFast, T5Config,
                           T5ForConditionalGeneration)
@@ -60,18 +61,23 @@ def build(kind: str, folder: Path) -> Path:
     return folder
 
 
+def eager_twin(folder: Path):
+    """The same weights loaded with transformers' plain eager attention, no hook points."""
+    return AutoModelForSeq2SeqLM.from_pretrained(folder, attn_implementation="eager").eval()
+
+
 @pytest.fixture(scope="module", params=["t5", "bart", "marian"])
 def tiny(request, tmp_path_factory):
     folder = build(request.param, tmp_path_factory.mktemp(request.param))
-    return request.param, load_seq2seq(str(folder))
+    return request.param, load_seq2seq(str(folder)), eager_twin(folder)
 
 
-def reference(loaded, decoder_ids):
-    """transformers' own forward with attentions, on the same ids."""
+def reference(loaded, twin, decoder_ids):
+    """transformers' own forward with attentions, on the same ids, by the eager twin."""
     inputs = loaded.tokenizer(SOURCE, return_tensors="pt")
     with torch.no_grad():
-        return inputs, loaded.model(**inputs, decoder_input_ids=torch.tensor([decoder_ids]),
-                                    output_attentions=True)
+        return inputs, twin(**inputs, decoder_input_ids=torch.tensor([decoder_ids]),
+                            output_attentions=True)
 
 
 def stacked(attentions) -> np.ndarray:
@@ -79,7 +85,7 @@ def stacked(attentions) -> np.ndarray:
 
 
 def test_loader_uses_eager_attention_and_the_tokenizer(tiny):
-    kind, loaded = tiny
+    kind, loaded, _ = tiny
     # the app's capturing attention: the model's own eager function, weights returned
     assert loaded.model.config._attn_implementation == ATTENTION_NAME
     assert loaded.model.config.model_type == kind
@@ -87,11 +93,11 @@ def test_loader_uses_eager_attention_and_the_tokenizer(tiny):
 
 
 def test_given_target_records_equal_transformers_attentions(tiny):
-    _, loaded = tiny
+    _, loaded, twin = tiny
     run = run_seq2seq(loaded, SOURCE, TARGET)
     start = loaded.model.config.decoder_start_token_id
     target_ids = loaded.tokenizer(text_target=TARGET)["input_ids"]
-    inputs, expected = reference(loaded, [start] + target_ids[:-1])
+    inputs, expected = reference(loaded, twin, [start] + target_ids[:-1])
     assert not run.generated
     assert run.source_tokens == tuple(SOURCE.split()) + ("</s>",)
     assert run.output_tokens == tuple(TARGET.split()) + ("</s>",)
@@ -108,7 +114,7 @@ def test_given_target_records_equal_transformers_attentions(tiny):
 
 
 def test_greedy_output_is_transformers_greedy_generation(tiny):
-    _, loaded = tiny
+    _, loaded, twin = tiny
     run = run_seq2seq(loaded, SOURCE, max_new_tokens=6)
     inputs = loaded.tokenizer(SOURCE, return_tensors="pt")
     with torch.no_grad():
@@ -118,14 +124,14 @@ def test_greedy_output_is_transformers_greedy_generation(tiny):
     assert produced == expected[:len(produced)] and 1 <= len(produced) <= 6
     assert run.generated
     start = loaded.model.config.decoder_start_token_id
-    _, reference_output = reference(loaded, [start] + produced[:-1])
+    _, reference_output = reference(loaded, twin, [start] + produced[:-1])
     np.testing.assert_allclose(run.cross.weights, stacked(reference_output.cross_attentions),
                                atol=1e-6)
     assert run.cross.num_tokens == len(produced)
 
 
 def test_bad_input_gives_one_sentence(tiny):
-    _, loaded = tiny
+    _, loaded, _ = tiny
     for source, target, message in [("   ", None, "Type a source text"),
                                     (" ".join(["red"] * 200), None, "at most"),
                                     (SOURCE, " ".join(["rouge"] * (MAX_TARGET_TOKENS + 1)),
@@ -167,7 +173,7 @@ def test_bertviz_encoder_decoder_views_are_offline_and_hold_the_tokens(tiny):
 
     from viz.bertviz_views import VIEWS, encoder_decoder_html, shared_layers
 
-    _, loaded = tiny
+    _, loaded, _ = tiny
     run = run_seq2seq(loaded, SOURCE, "la voiture <b>rouge</b>")
     for view in VIEWS:
         html = encoder_decoder_html(run.encoder, run.decoder, run.cross, view)

@@ -25,6 +25,8 @@ from models.scratch.build import random_encoder
 from models.loading.tokenize import encode, first_item_attentions
 from models.hooks.install import HOOKED, output_weight, point_names
 from models.hooks.capture import num_layers
+from models.hooks import points
+from models.hooks.run import Run, run_model
 
 POOLINGS = ("mean", "cls")
 HEAD_INIT_STD = 0.02  # BERT's initialiser range
@@ -173,12 +175,10 @@ def encoder_record(encoder: nn.Module, tokenizer, text: str, max_tokens: int,
     if encoder.training:
         raise ValueError("the encoder must be in eval mode")
     encoded = encode(tokenizer, text, None, max_tokens)
-    with torch.inference_mode():
-        if isinstance(encoder, Encoder):
-            attentions = encoder(encoded.input_ids, encoded.token_type_ids,
-                                 encoded.attention_mask).attentions
-        else:
-            attentions = encoder(**encoded.model_inputs(), output_attentions=True).attentions
+    names = points.every_layer("pattern", num_layers(encoder))
+    run = Run(cache=names)
+    run_model(encoder, encoded.model_inputs(), run)
+    attentions = tuple(run[name] for name in names)  # L of (1, H, Q, K)
     return AttentionRecord(tokens=encoded.tokens, weights=first_item_attentions(attentions),
                            source=source, segment_ids=encoded.segment_ids,
                            special_positions=encoded.special_positions,

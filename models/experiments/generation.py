@@ -6,6 +6,9 @@ every step would run the whole sequence again; with it (Hugging Face's `DynamicC
 are appended to those of the earlier tokens. That one query's attention over every earlier token
 is the row that chose the next token, so each step keeps it for every layer and head.
 
+Each step is one run (models/hooks/run.py) that reads every layer's `hook_pattern` point and
+keeps its last query row only, so the prompt's (H, P, P) maps are let go layer by layer.
+
 Dimension letters: L layers, H (query) heads, P prompt tokens, t tokens read at a step, V
 vocabulary.
 """
@@ -20,8 +23,11 @@ import numpy as np
 import torch
 
 from models.experiments.predictions import Candidate, candidate, top_candidates
+from models.hooks import points
+from models.hooks.capture import num_layers
 from models.hooks.record import ROW_SUM_TOLERANCE
-from models.loading.tokenize import encode, first_item_attentions
+from models.hooks.run import Run, run_model
+from models.loading.tokenize import encode
 
 MAX_NEW_TOKENS = 100  # most new tokens one request may ask for
 DEFAULT_NEW_TOKENS = 20
@@ -221,22 +227,22 @@ def generate(model, tokenizer, prompt: str, settings: GenerationSettings, token_
     end_ids = _end_token_ids(model, tokenizer)
     last_only = _last_logits_argument(model)
     steps = []
-    with torch.inference_mode():
-        output = model(input_ids=encoded.input_ids.to(model.device), use_cache=True,
-                       output_attentions=True, **last_only)
-        step_weights = _attentions(output, source)[:, :, -1, :].copy()  # (L, H, P): last row
-        for index in range(wanted):
-            if index > 0:
-                output = model(input_ids=chosen_id.view(1, 1), past_key_values=output.past_key_values,
-                               use_cache=True, output_attentions=True, **last_only)
-                step_weights = _attentions(output, source)[:, :, -1, :]  # (L, H, t)
-            chosen_id, chosen, candidates = _choose(output.logits[0, -1], tokenizer, settings,
-                                                    generator)
-            steps.append(GenerationStep(index=index, token=chosen, candidates=candidates,
-                                        weights=step_weights))
-            report(index + 1, wanted)
-            if chosen.token_id in end_ids:
-                break
+    layers = num_layers(model)
+    output, step_weights = _step(model, dict(input_ids=encoded.input_ids.to(model.device),
+                                              use_cache=True, **last_only), layers, source)
+    for index in range(wanted):
+        if index > 0:
+            output, step_weights = _step(model, dict(input_ids=chosen_id.view(1, 1),
+                                                     past_key_values=output.past_key_values,
+                                                     use_cache=True, **last_only),
+                                         layers, source)
+        chosen_id, chosen, candidates = _choose(output.logits[0, -1], tokenizer, settings,
+                                                generator)
+        steps.append(GenerationStep(index=index, token=chosen, candidates=candidates,
+                                    weights=step_weights))
+        report(index + 1, wanted)
+        if chosen.token_id in end_ids:
+            break
     return Generation(prompt_tokens=encoded.tokens, steps=tuple(steps), settings=settings,
                       stopped_at_end=len(steps) < wanted)
 
@@ -261,12 +267,21 @@ def _choose(logits: torch.Tensor, tokenizer, settings: GenerationSettings,
     return chosen_id, chosen, candidates
 
 
-def _attentions(output, source: str) -> np.ndarray:
-    if not output.attentions:
+def _step(model, inputs: dict, layers: int, source: str):
+    """One forward of a generation step: the model's output (its logits and key/value cache)
+    and the last query row of every layer's attention, float32 (L, H, t)."""
+    rows: dict[int, torch.Tensor] = {}
+
+    def keep_last_row(weights: torch.Tensor, name: str) -> None:  # (1, H, Q, t)
+        rows[points.parse(name).layer] = weights[0, :, -1, :].float().clone()  # (H, t)
+
+    run = Run(edits={name: keep_last_row for name in points.every_layer("pattern", layers)})
+    output = run_model(model, inputs, run)
+    if len(rows) != layers:
         raise GenerationRefused(
             f"'{source}' returned no attention weights (it must run with eager attention)."
         )
-    return first_item_attentions(output.attentions)  # (L, H, Q, K)
+    return output, torch.stack([rows[layer] for layer in range(layers)]).numpy()  # (L, H, t)
 
 
 def _end_token_ids(model, tokenizer) -> frozenset[int]:

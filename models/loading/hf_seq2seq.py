@@ -4,7 +4,8 @@ Loaded like every other model here (models/loading/pretrained.py's rules): a Hub
 safetensors weights only, no remote code, eager attention (the fused path returns no weights),
 and one sentence for every failure. A source text goes in; the model either writes its own
 translation greedily, one token per step, or reads a target text it is given. One forward pass
-over the result then returns the encoder's self-attention, the decoder's causal self-attention
+over the result (a run that keeps every layer's `hook_pattern` point of the three kinds,
+models/hooks) then returns the encoder's self-attention, the decoder's causal self-attention
 and the cross-attention, as three AttentionRecords.
 
 Dimensions: L layers, H heads, S source tokens, T target tokens, V vocabulary.
@@ -21,9 +22,12 @@ from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING_
                                                     MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES)
 
 from models.errors import ModelLoadError
+from models.hooks import points
+from models.hooks.install import stacks
+from models.hooks.record import AttentionRecord
+from models.hooks.run import Run, run_model
 from models.loading.pretrained import (ENCODER_TYPES, LoadedModel, build_checked, checked_config,
                                checked_folder)
-from models.hooks.record import AttentionRecord
 from models.loading.tokenize import first_item_attentions
 
 SEQ2SEQ_TYPES = frozenset(MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES)
@@ -133,6 +137,22 @@ def greedy_ids(loaded: LoadedModel, input_ids: torch.Tensor, attention_mask: tor
     return produced
 
 
+def _attention_maps(loaded: LoadedModel, inputs: dict):
+    """One forward that keeps the encoder's, the decoder's and the cross-attention's maps of
+    every layer: three float32 (L, H, Q, K) arrays of batch item 0."""
+    encoder, decoder = (len(stack.layers) for stack in stacks(loaded.model))
+    kinds = (points.every_layer("pattern", encoder, "encoder"),
+             points.every_layer("pattern", decoder, "decoder"),
+             points.every_layer("pattern", decoder, "decoder", "cross_attn"))
+    run = Run(cache=[name for names in kinds for name in names])
+    run_model(loaded.model, inputs, run)
+    if any(name not in run.cache for names in kinds for name in names):
+        raise ModelLoadError(
+            f"'{loaded.name}' returned no attention weights (it must run with eager attention)."
+        )
+    return tuple(first_item_attentions(tuple(run[name] for name in names)) for names in kinds)
+
+
 def run_seq2seq(loaded: LoadedModel, source: str, target: str | None = None,
                 max_new_tokens: int = DEFAULT_NEW_TOKENS) -> Seq2SeqRun:
     """Source text in; the given target read, or the model's own greedy output (at most
@@ -148,25 +168,20 @@ def run_seq2seq(loaded: LoadedModel, source: str, target: str | None = None,
     if not produced:
         raise ValueError("The target text has no tokens.")
     read = [decoder_start_id(loaded)] + produced[:-1]
-    with torch.inference_mode():
-        output = loaded.model(input_ids=input_ids, attention_mask=attention_mask,
-                              decoder_input_ids=torch.tensor([read]), output_attentions=True,
-                              use_cache=False)
-    if not output.cross_attentions or not output.encoder_attentions:
-        raise ModelLoadError(
-            f"'{loaded.name}' returned no attention weights (it must run with eager attention)."
-        )
+    encoder_maps, decoder_maps, cross_maps = _attention_maps(
+        loaded, dict(input_ids=input_ids, attention_mask=attention_mask,
+                     decoder_input_ids=torch.tensor([read]), use_cache=False))
     convert = loaded.tokenizer.convert_ids_to_tokens
     source_tokens = tuple(convert(input_ids[0].tolist()))
     decoder_tokens = tuple(convert(read))
     special = tuple(i for i, flag in enumerate(encoded["special_tokens_mask"][0].tolist()) if flag)
     encoder = AttentionRecord(tokens=source_tokens, source=loaded.name, special_positions=special,
-                              weights=first_item_attentions(output.encoder_attentions))
+                              weights=encoder_maps)
     decoder = AttentionRecord(tokens=decoder_tokens, source=loaded.name, masks=("causal",),
                               special_positions=(0,),
-                              weights=first_item_attentions(output.decoder_attentions))
+                              weights=decoder_maps)
     cross = AttentionRecord(tokens=decoder_tokens, key_tokens=source_tokens, source=loaded.name,
-                            weights=first_item_attentions(output.cross_attentions))
+                            weights=cross_maps)
     return Seq2SeqRun(
         source_tokens=source_tokens, decoder_tokens=decoder_tokens,
         output_tokens=tuple(convert(produced)),
