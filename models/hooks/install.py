@@ -53,6 +53,10 @@ class Layout:
     forbids: tuple[str, ...] = ()
 
 
+_T5_PLACES = {"ln1": ("layer.0.layer_norm", OUT), "attn_out": ("layer.0.SelfAttention", OUT0),
+               "resid_mid": ("layer.1", IN), "ln2": ("layer.-1.layer_norm", OUT),
+               "mlp_post": ("layer.-1.DenseReluDense.wo", IN),
+               "mlp_out": ("layer.-1.DenseReluDense", OUT)}
 LAYOUTS = (
     Layout("bert", ("attention.self", "attention.output.dense", "intermediate.dense",
                     "output.dense"),
@@ -80,11 +84,16 @@ LAYOUTS = (
            {"attn_out": ("self_attn", OUT0), "resid_mid": ("self_attn_layer_norm", OUT),
             "mlp_pre": ("fc1", OUT), "mlp_post": ("fc2", IN), "mlp_out": ("fc2", OUT)},
            output="self_attn.out_proj"),
-    Layout("t5", ("layer.0.SelfAttention.o", "layer.0.layer_norm", "layer.-1.DenseReluDense.wo"),
-           {"ln1": ("layer.0.layer_norm", OUT), "attn_out": ("layer.0.SelfAttention", OUT0),
-            "resid_mid": ("layer.-1", IN), "ln2": ("layer.-1.layer_norm", OUT),
-            "mlp_post": ("layer.-1.DenseReluDense.wo", IN),
-            "mlp_out": ("layer.-1.DenseReluDense", OUT)},
+    # T5: layer.0 self-attention, (decoder) layer.1 cross-attention, layer.-1 feed-forward; the
+    # stream after the self-attention is what layer.1 reads (the feed-forward in the encoder,
+    # the cross-attention in the decoder). Gated feed-forwards (T5 v1.1, flan) activate wi_0.
+    Layout("t5-gated", ("layer.0.SelfAttention.o", "layer.0.layer_norm",
+                        "layer.-1.DenseReluDense.wi_0", "layer.-1.DenseReluDense.wo"),
+           {**_T5_PLACES, "mlp_pre": ("layer.-1.DenseReluDense.wi_0", OUT)},
+           output="layer.0.SelfAttention.o"),
+    Layout("t5", ("layer.0.SelfAttention.o", "layer.0.layer_norm", "layer.-1.DenseReluDense.wi",
+                  "layer.-1.DenseReluDense.wo"),
+           {**_T5_PLACES, "mlp_pre": ("layer.-1.DenseReluDense.wi", OUT)},
            output="layer.0.SelfAttention.o"),
 )
 _TOKEN_EMBEDDINGS = ("word_embeddings", "embed_tokens", "wte")
@@ -386,22 +395,23 @@ def point_names(model: nn.Module) -> tuple[str, ...]:
                 names.append(_prefixed(prefix, kind))
         names.append(_prefixed(prefix, points.EMBED))
         has = set(stack.layout.places) if stack.layout else set()
-        modules = ["attn"]
-        if any(any(m in path for m in _CROSS_MARKERS)
-               for path, _ in stack.layers[0].named_modules()):
-            modules.append("cross_attn")
+        cross = any(any(m in path for m in _CROSS_MARKERS)
+                    for path, _ in stack.layers[0].named_modules())
         for index in range(len(stack.layers)):
             names.append(points.resid_pre(index, prefix))
             if "ln1" in has:
                 names.append(points.ln1(index, prefix))
-            for module in modules:
-                names.extend(points.Point(prefix, index, kind, module).name
-                             for kind in points.ATTENTION_POINTS)
+            names.extend(points.Point(prefix, index, kind, "attn").name
+                         for kind in points.ATTENTION_POINTS)
             names.extend(points.Point(prefix, index, kind).name
-                         for kind in ("attn_out", "resid_mid", "ln2", "mlp_pre", "mlp_post",
-                                      "mlp_out")
+                         for kind in ("attn_out", "resid_mid")
                          if kind in has or (kind == "resid_mid" and stack.layout is not None
                                             and stack.layout.mid_from_attention))
+            if cross:  # a decoder layer's cross-attention reads the stream after resid_mid
+                names.extend(points.Point(prefix, index, kind, "cross_attn").name
+                             for kind in points.ATTENTION_POINTS)
+            names.extend(points.Point(prefix, index, kind).name
+                         for kind in ("ln2", "mlp_pre", "mlp_post", "mlp_out") if kind in has)
             names.append(points.resid_post(index, prefix))
         names.append(_prefixed(prefix, points.FINAL))
     if get_output_embeddings(model) is not None:

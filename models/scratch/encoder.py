@@ -89,9 +89,10 @@ def layer_point_names(index: int, pre_norm: bool, stack: str = "",
     names = [points.resid_pre(index, stack)]
     if pre_norm:
         names.append(points.ln1(index, stack))
-    for module in modules:
-        names += [points.Point(stack, index, kind, module).name for kind in points.ATTENTION_POINTS]
+    names += [points.Point(stack, index, kind, modules[0]).name for kind in points.ATTENTION_POINTS]
     names += [points.attn_out(index, stack), points.resid_mid(index, stack)]
+    for module in modules[1:]:  # a decoder layer's cross-attention reads the stream after resid_mid
+        names += [points.Point(stack, index, kind, module).name for kind in points.ATTENTION_POINTS]
     if pre_norm:
         names.append(points.ln2(index, stack))
     names += [points.mlp_pre(index, stack), points.mlp_post(index, stack),
