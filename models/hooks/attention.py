@@ -82,6 +82,9 @@ def attention_with_hooks(module, query, key, value, attention_mask, scaling=None
     stack, layer, kind = where
     plan = run.plan
     planned = stack == plan.stack
+    if planned and layer < plan.start:  # a skipped layer run for what it hands on (T5)
+        return eager(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout,
+                     **kwargs)
     if planned and layer < plan.fused_until:  # a layer before the one asked for: no weights
         return sdpa_attention_forward(module, query, key, value, attention_mask,
                                       scaling=scaling, dropout=dropout, **kwargs)

@@ -303,16 +303,28 @@ def _attention_out_hook(stack: str, index: int):
     return hook
 
 
-def _skipping_forward(stack: str, index: int):
-    """The layer's forward, or its input handed on unchanged when the run's plan skips it."""
+def _skipping_forward(stack: str, index: int, hands_on: bool):
+    """The layer's forward, or its input handed on unchanged when the run's plan skips it.
+
+    In a stack whose layers hand more than the stream on (T5's first layer computes the
+    relative position bias, and every layer passes it to the next), a skipped layer still runs,
+    silently (its points are not visited), and hands that on beside its unchanged input."""
     def forward(self, *args, **kwargs):
         run = active()
         if run is not None and run.plan.stack == stack and index < run.plan.start:
             hidden = _value(IN, args, kwargs)
+            if hands_on:
+                return (hidden, *type(self).forward(self, *args, **kwargs)[1:])
             items = _OUTPUT_ITEMS.get(type(self), 0)
             return hidden if not items else (hidden, *(None,) * (items - 1))
         return type(self).forward(self, *args, **kwargs)
     return forward
+
+
+def _hands_on(layers: nn.ModuleList) -> bool:
+    """Whether the stack's layers pass a relative position bias from one to the next (T5)."""
+    return any(getattr(module, "has_relative_attention_bias", False) is True
+               for module in layers.modules())
 
 
 def install(model: nn.Module) -> nn.Module:
@@ -346,6 +358,7 @@ def _install_stack(stack: Stack, count: int) -> None:
     if stack.final_norm is not None:
         _hook_output(stack.final_norm, ((_prefixed(name, points.FINAL), OUT),))
     layout = stack.layout
+    hands_on = _hands_on(stack.layers)
     for index, layer in enumerate(stack.layers):
         for path, module in layer.named_modules():
             module.__dict__["_explorer_layer"] = (name, index)
@@ -356,7 +369,7 @@ def _install_stack(stack: Stack, count: int) -> None:
             with_kwargs=True)
         layer.register_forward_hook(
             _layer_post_hook(name, index, index == count - 1 and stack.final_norm is None))
-        layer.forward = types.MethodType(_skipping_forward(name, index), layer)
+        layer.forward = types.MethodType(_skipping_forward(name, index, hands_on), layer)
         if layout is None:
             continue
         by_module: dict[tuple[str, str], list[tuple[str, str]]] = {}

@@ -147,6 +147,13 @@ def active() -> Run | None:
     return _ACTIVE.get()
 
 
+def planned_start(stack: str = "") -> int:
+    """The first layer of `stack` the active run's plan runs (0 without a run or a plan for
+    that stack): a from-scratch model's layers before it hand their input on."""
+    run = _ACTIVE.get()
+    return run.plan.start if run is not None and run.plan.stack == stack else 0
+
+
 @contextmanager
 def running(run: Run):
     """Make `run` the active run of this context for the block (one at a time)."""

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from models.hooks import points
-from models.hooks.run import active, hook
+from models.hooks.run import hook, planned_start
 from models.scratch.attention import MultiHeadAttention, causal_mask
 from models.scratch.config import EncoderConfig
 from models.scratch.embeddings import Embeddings
@@ -134,8 +134,7 @@ class Encoder(nn.Module):
         """input_ids (B, T); token_type_ids (B, T); attention_mask (B, T) with 1 = real token."""
         mask = self.build_mask(attention_mask, input_ids.size(1), input_ids.device)
         x = hook(points.EMBED, self.embeddings(input_ids, token_type_ids))  # (B, T, D)
-        run = active()
-        start = run.plan.start if run is not None and not run.plan.stack else 0
+        start = planned_start()
         hidden_states = [x]
         attentions = []
         for index, layer in enumerate(self.layers):

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from models.hooks import points
-from models.hooks.run import hook
+from models.hooks.run import hook, planned_start
 from models.scratch.attention import MultiHeadAttention, causal_mask
 from models.scratch.config import EncoderConfig, check_layer_settings
 from models.scratch.embeddings import Embeddings
@@ -148,7 +148,8 @@ class EncoderDecoder(nn.Module):
         """x (B, S, D) -> (memory (B, S, D), L_enc of weights (B, H, S, S))."""
         attentions = []
         x = hook(f"encoder.{points.EMBED}", x)
-        for layer in self.encoder_layers:
+        start = planned_start("encoder")  # a run's plan may skip the first layers
+        for layer in self.encoder_layers[start:]:
             x, weights = layer(x, mask)
             attentions.append(weights)
         return hook(f"encoder.{points.FINAL}", self.encoder_norm(x)), tuple(attentions)
@@ -163,7 +164,7 @@ class EncoderDecoder(nn.Module):
         """x (B, T, D) -> (x (B, T, D), self weights L x (B, H, T, T), cross L x (B, H, T, S))."""
         self_attentions, cross_attentions = [], []
         x = hook(f"decoder.{points.EMBED}", x)
-        for layer in self.decoder_layers:
+        for layer in self.decoder_layers[planned_start("decoder"):]:
             x, self_weights, cross_weights = layer(x, memory, self_mask, memory_mask)
             self_attentions.append(self_weights)
             cross_attentions.append(cross_weights)

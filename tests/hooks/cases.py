@@ -55,6 +55,7 @@ class Family:
     up: str
     down: str
     cross_out: str = ""
+    cross_attention: str = ""
     mid: str = ""
     ln1: str = ""
     ln2: str = ""
@@ -74,16 +75,18 @@ FAMILIES = {
     "t5": Family(out="layer.0.SelfAttention.o", attention="layer.0.SelfAttention",
                  mlp="layer.-1.DenseReluDense", up="layer.-1.DenseReluDense.wi",
                  down="layer.-1.DenseReluDense.wo", cross_out="layer.1.EncDecAttention.o",
+                 cross_attention="layer.1.EncDecAttention",
                  ln1="layer.0.layer_norm", ln2="layer.-1.layer_norm"),
     "bart": Family(out="self_attn.out_proj", attention="self_attn", mlp="fc2", up="fc1",
-                   down="fc2", cross_out="encoder_attn.out_proj", mid="self_attn_layer_norm"),
+                   down="fc2", cross_out="encoder_attn.out_proj", cross_attention="encoder_attn",
+                   mid="self_attn_layer_norm"),
     "scratch": Family(out="attention.output", attention="attention", mlp="feed_forward",
                       up="feed_forward.expand", down="feed_forward.contract",
                       mid="attention_norm", ln1="attention_norm", ln2="feed_forward_norm"),
     "scratch-decoder": Family(out="self_attention.output", attention="self_attention",
                               mlp="feed_forward", up="feed_forward.expand",
                               down="feed_forward.contract", cross_out="cross_attention.output",
-                              mid="self_attention_norm", ln1="self_attention_norm",
+                              cross_attention="cross_attention", mid="self_attention_norm", ln1="self_attention_norm",
                               ln2="feed_forward_norm"),
 }
 
@@ -97,7 +100,8 @@ class Case:
     reference: the model hand-written hooks go on and whose own outputs are the reference (the
         eager twin, or the from-scratch model itself, which has no hooks to bypass).
     pre_norm: each sublayer reads a norm of the stream and adds to it (x + f(norm(x))).
-    output: the tensor a forward ends with (logits, or the last hidden state without a head).
+    output: the tensor a forward ends with (logits, or the last hidden state without a head;
+        an encoder-decoder's encoder output and logits).
     """
 
     name: str
@@ -154,6 +158,15 @@ def _logits(output) -> torch.Tensor:
 
 def _last_hidden(output) -> torch.Tensor:
     return output.last_hidden_state
+
+
+def _both_stacks(output) -> torch.Tensor:
+    """An encoder-decoder's encoder output and logits, flattened side by side: an edit in the
+    encoder shows in the first even where a tiny random decoder barely passes it on."""
+    memory = getattr(output, "encoder_last_hidden_state", None)
+    if memory is None:
+        memory = output.memory  # the from-scratch encoder-decoder's
+    return torch.cat([memory.flatten(), output.logits.flatten()])
 
 
 def _eager(model_class, folder: Path) -> nn.Module:
@@ -268,7 +281,7 @@ def tiny_seq2seq(kind: str, folder: Path) -> Case:
     else:
         stacks = (("encoder", twin.model.encoder.layers, family),
                   ("decoder", twin.model.decoder.layers, family))
-    return Case(kind, loaded.model, twin, inputs(1), stacks, kind == "t5", _logits,
+    return Case(kind, loaded.model, twin, inputs(1), stacks, kind == "t5", _both_stacks,
                 donor_inputs=inputs(2))
 
 
@@ -288,7 +301,7 @@ def scratch_seq2seq(norm_style: str) -> Case:
     stacks = (("encoder", model.body.encoder_layers, "scratch"),
               ("decoder", model.body.decoder_layers, "scratch-decoder"))
     return Case(f"scratch-seq2seq-{norm_style}", model, model, inputs(1), stacks,
-                norm_style == "pre", _logits, hugging_face=False, donor_inputs=inputs(2))
+                norm_style == "pre", _both_stacks, hugging_face=False, donor_inputs=inputs(2))
 
 
 KINDS = ("scratch-pre", "scratch-post", "minilm", "smollm2", "gpt2", "bert-mlm", "distilbert",
