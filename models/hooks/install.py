@@ -9,10 +9,10 @@ says so (a long input's layer computed again from its kept input).
 
 Where the points sit inside a layer depends on the architecture's layout, described below as
 data (one `Layout` per family: BERT-like encoders, DistilBERT, Llama-like and GPT-2 decoders,
-BART/Marian and T5 encoder-decoders). A model of another family still has the residual stream
-before and after each layer, every attention point, the embeddings, the final norm and the
-logits; `point_names` lists what a model has, and a run that asks for another point is refused
-by `check_points`.
+BART/Marian (post-norm), mBART/Pegasus-like (pre-norm) and T5 encoder-decoders). A model of
+another family still has the residual stream before and after each layer, every attention
+point, the embeddings, the final norm and the logits; `point_names` lists what a model has,
+and a run that asks for another point is refused by `check_points`.
 
 Dimensions: B batch, T tokens, D model width, H heads, Dh head width.
 """
@@ -43,7 +43,9 @@ class Layout:
     value is read: its output, the first item of its output, or its first input). A path may
     index a ModuleList from the end ("layer.-1"). `requires` picks the family; with `mid_from_
     attention` (pre-norm layers) resid_mid is resid_pre + attn_out, formed where the layer
-    forms it, and edited by changing attn_out."""
+    forms it, and edited by changing attn_out. `model_types`, when given, are the only model
+    types the layout describes: where the same modules run in another order (BART is post-norm,
+    mBART pre-norm), the modules alone cannot tell which layout is right."""
 
     family: str
     requires: tuple[str, ...]
@@ -51,8 +53,10 @@ class Layout:
     output: str = ""  # the attention's output projection W_O
     mid_from_attention: bool = False
     forbids: tuple[str, ...] = ()
+    model_types: tuple[str, ...] = ()
 
 
+_BART_MODULES = ("self_attn.out_proj", "self_attn_layer_norm", "fc1", "fc2", "final_layer_norm")
 _T5_PLACES = {"ln1": ("layer.0.layer_norm", OUT), "attn_out": ("layer.0.SelfAttention", OUT0),
                "resid_mid": ("layer.1", IN), "ln2": ("layer.-1.layer_norm", OUT),
                "mlp_post": ("layer.-1.DenseReluDense.wo", IN),
@@ -79,11 +83,18 @@ LAYOUTS = (
            {"ln1": ("ln_1", OUT), "attn_out": ("attn", OUT0), "ln2": ("ln_2", OUT),
             "mlp_pre": ("mlp.c_fc", OUT), "mlp_post": ("mlp.c_proj", IN), "mlp_out": ("mlp", OUT)},
            output="attn.c_proj", mid_from_attention=True),
-    Layout("bart", ("self_attn.out_proj", "self_attn_layer_norm", "fc1", "fc2",
-                    "final_layer_norm"),
+    Layout("bart", _BART_MODULES,
            {"attn_out": ("self_attn", OUT0), "resid_mid": ("self_attn_layer_norm", OUT),
             "mlp_pre": ("fc1", OUT), "mlp_post": ("fc2", IN), "mlp_out": ("fc2", OUT)},
-           output="self_attn.out_proj"),
+           output="self_attn.out_proj",
+           model_types=("bart", "marian", "blenderbot-small", "plbart", "mvp")),
+    # The same modules, pre-norm: each sublayer reads its norm, the stream adds its output.
+    Layout("bart-pre-norm", _BART_MODULES,
+           {"ln1": ("self_attn_layer_norm", OUT), "attn_out": ("self_attn", OUT0),
+            "ln2": ("final_layer_norm", OUT), "mlp_pre": ("fc1", OUT), "mlp_post": ("fc2", IN),
+            "mlp_out": ("fc2", OUT)},
+           output="self_attn.out_proj", mid_from_attention=True,
+           model_types=("mbart", "pegasus", "m2m_100", "blenderbot", "whisper")),
     # T5: layer.0 self-attention, (decoder) layer.1 cross-attention, layer.-1 feed-forward; the
     # stream after the self-attention is what layer.1 reads (the feed-forward in the encoder,
     # the cross-attention in the decoder). Gated feed-forwards (T5 v1.1, flan) activate wi_0.
@@ -99,7 +110,7 @@ LAYOUTS = (
 _TOKEN_EMBEDDINGS = ("word_embeddings", "embed_tokens", "wte")
 _POSITION_EMBEDDINGS = ("position_embeddings", "wpe", "embed_positions")
 _SEGMENT_EMBEDDINGS = ("token_type_embeddings",)
-_FINAL_NORMS = ("norm", "ln_f", "final_layer_norm", "final_layernorm")
+_FINAL_NORMS = ("norm", "ln_f", "final_layer_norm", "final_layernorm", "layer_norm")
 
 
 @dataclass(frozen=True)
@@ -145,10 +156,11 @@ def layer_list(root: nn.Module) -> nn.ModuleList:
     return best
 
 
-def _layout(layer: nn.Module) -> Layout | None:
+def _layout(layer: nn.Module, model_type: str) -> Layout | None:
     for layout in LAYOUTS:
         if all(submodule(layer, path) is not None for path in layout.requires) and \
-                not any(submodule(layer, path) is not None for path in layout.forbids):
+                not any(submodule(layer, path) is not None for path in layout.forbids) and \
+                (not layout.model_types or model_type in layout.model_types):
             return layout
     return None
 
@@ -176,7 +188,8 @@ def stacks(model: nn.Module) -> tuple[Stack, ...]:
         layers = layer_list(root)
         final = next((getattr(root, n) for n in _FINAL_NORMS
                       if isinstance(getattr(root, n, None), nn.Module)), None)
-        found.append(Stack(name, root, layers, _layout(layers[0]), final))
+        found.append(Stack(name, root, layers,
+                           _layout(layers[0], getattr(model.config, "model_type", "")), final))
     return tuple(found)
 
 

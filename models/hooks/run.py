@@ -122,6 +122,10 @@ class Run:
                                      f"for a value of shape {tuple(value.shape)}")
                 value = replaced
         if self._keep(name):
+            if self.grad and not value.requires_grad and value.is_floating_point():
+                # nothing before this point needs a gradient (frozen weights): the forward goes
+                # on from here as a leaf, so the metric can still be differentiated by it
+                value = value.detach().requires_grad_(True)
             self.cache[name] = value if self.grad else value.detach()
         if name == self.stop_at:
             raise Stopped

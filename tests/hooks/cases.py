@@ -21,7 +21,7 @@ import torch
 from torch import nn
 from transformers import (AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM,
                           AutoModelForSeq2SeqLM, BertTokenizerFast, DistilBertConfig,
-                          DistilBertForMaskedLM)
+                          DistilBertForMaskedLM, MBartConfig, MBartForConditionalGeneration)
 
 from models.loading.conversion import converted_folder
 from models.loading.decoder import load_causal_lm
@@ -31,6 +31,7 @@ from models.scratch.build import random_encoder
 from models.scratch.config import EncoderConfig
 from models.scratch.seq2seq import Seq2SeqConfig, Seq2SeqModel
 from tests import tiny_models
+from tests.test_hf_seq2seq import SPECIALS, WORDS, save_tokenizer
 from tests.test_hf_seq2seq import build as build_seq2seq
 
 SEED = 0
@@ -80,6 +81,9 @@ FAMILIES = {
     "bart": Family(out="self_attn.out_proj", attention="self_attn", mlp="fc2", up="fc1",
                    down="fc2", cross_out="encoder_attn.out_proj", cross_attention="encoder_attn",
                    mid="self_attn_layer_norm"),
+    "mbart": Family(out="self_attn.out_proj", attention="self_attn", mlp="fc2", up="fc1",
+                    down="fc2", cross_out="encoder_attn.out_proj", cross_attention="encoder_attn",
+                    ln1="self_attn_layer_norm", ln2="final_layer_norm"),
     "scratch": Family(out="attention.output", attention="attention", mlp="feed_forward",
                       up="feed_forward.expand", down="feed_forward.contract",
                       mid="attention_norm", ln1="attention_norm", ln2="feed_forward_norm"),
@@ -264,11 +268,25 @@ def tiny_distilbert(folder: Path) -> Case:
                 donor_inputs=inputs(2))
 
 
+def _mbart(folder: Path) -> Path:
+    """A tiny random mBART: BART's modules, run pre-norm, with a final norm on each stack."""
+    torch.manual_seed(SEED)
+    MBartForConditionalGeneration(MBartConfig(
+        vocab_size=len(SPECIALS) + len(WORDS), d_model=16, max_position_embeddings=64,
+        encoder_layers=2, decoder_layers=3, encoder_attention_heads=4, decoder_attention_heads=4,
+        encoder_ffn_dim=32, decoder_ffn_dim=32, pad_token_id=0, eos_token_id=1, bos_token_id=3,
+        decoder_start_token_id=1, forced_eos_token_id=None)).save_pretrained(
+        folder, safe_serialization=True)
+    save_tokenizer(folder)
+    return folder
+
+
 def tiny_seq2seq(kind: str, folder: Path) -> Case:
-    loaded = load_seq2seq(str(build_seq2seq(kind, folder)))
+    built = _mbart(folder) if kind == "mbart" else build_seq2seq(kind, folder)
+    loaded = load_seq2seq(str(built))
     twin = _eager(AutoModelForSeq2SeqLM, folder)
     vocab = twin.config.vocab_size
-    family = "t5" if kind == "t5" else "bart"
+    family = {"t5": "t5", "mbart": "mbart"}.get(kind, "bart")
     source_mask = _padded()
 
     def inputs(seed):
@@ -281,7 +299,7 @@ def tiny_seq2seq(kind: str, folder: Path) -> Case:
     else:
         stacks = (("encoder", twin.model.encoder.layers, family),
                   ("decoder", twin.model.decoder.layers, family))
-    return Case(kind, loaded.model, twin, inputs(1), stacks, kind == "t5", _both_stacks,
+    return Case(kind, loaded.model, twin, inputs(1), stacks, kind in ("t5", "mbart"), _both_stacks,
                 donor_inputs=inputs(2))
 
 
@@ -305,7 +323,7 @@ def scratch_seq2seq(norm_style: str) -> Case:
 
 
 KINDS = ("scratch-pre", "scratch-post", "minilm", "smollm2", "gpt2", "bert-mlm", "distilbert",
-         "t5", "bart", "marian", "scratch-seq2seq-pre", "scratch-seq2seq-post")
+         "t5", "bart", "marian", "mbart", "scratch-seq2seq-pre", "scratch-seq2seq-post")
 SINGLE_STACK = KINDS[:7]
 ENCODER_DECODERS = KINDS[7:]
 

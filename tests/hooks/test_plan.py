@@ -9,7 +9,7 @@ import torch
 
 from models.hooks import points
 from models.hooks.run import LayerPlan, Run, run_model
-from tests.hooks.cases import KINDS
+from tests.hooks.cases import ENCODER_DECODERS, KINDS
 
 TOLERANCE = 1e-5
 
@@ -46,8 +46,7 @@ def test_stop_at_ends_the_forward_there(cases, kind, where):
 def plan_sites():
     found = []
     for kind in KINDS:
-        stacks = ("encoder", "decoder") if kind.startswith(("t5", "bart", "marian",
-                                                            "scratch-seq2seq")) else ("",)
+        stacks = ("encoder", "decoder") if kind in ENCODER_DECODERS else ("",)
         found += [(kind, stack) for stack in stacks]
     return found
 

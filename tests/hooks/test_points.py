@@ -179,7 +179,7 @@ def test_each_point_is_what_a_hand_written_hook_reads_there(case):
                       seen[f"{stack}.{layer}.cross_z"])
 
 
-@pytest.mark.parametrize("kind", ["scratch-pre", "smollm2", "gpt2", "t5",
+@pytest.mark.parametrize("kind", ["scratch-pre", "smollm2", "gpt2", "t5", "mbart",
                                   "scratch-seq2seq-pre"])
 def test_pre_norm_streams_add_up(cases, kind):
     """x + f(norm(x)): resid_mid = resid_pre + attn_out and resid_post = resid_mid + mlp_out
