@@ -24,7 +24,6 @@ from transformers import (AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM,
                           DistilBertForMaskedLM, MBartConfig, MBartForConditionalGeneration)
 
 from models.loading.conversion import converted_folder
-from models.loading.decoder import load_causal_lm
 from models.loading.hf_seq2seq import load_seq2seq
 from models.loading.pretrained import default_model_path, load_pretrained
 from models.scratch.build import random_encoder
@@ -90,7 +89,8 @@ FAMILIES = {
     "scratch-decoder": Family(out="self_attention.output", attention="self_attention",
                               mlp="feed_forward", up="feed_forward.expand",
                               down="feed_forward.contract", cross_out="cross_attention.output",
-                              cross_attention="cross_attention", mid="self_attention_norm", ln1="self_attention_norm",
+                              cross_attention="cross_attention", mid="self_attention_norm",
+                              ln1="self_attention_norm",
                               ln2="feed_forward_norm"),
 }
 
@@ -131,10 +131,6 @@ class Case:
     @property
     def first_stack(self) -> str:
         return self.stacks[0][0]
-
-    @property
-    def last_stack(self) -> str:
-        return self.stacks[-1][0]
 
 
 def submodule(root: nn.Module, path: str) -> nn.Module:
@@ -322,10 +318,10 @@ def scratch_seq2seq(norm_style: str) -> Case:
                 norm_style == "pre", _both_stacks, hugging_face=False, donor_inputs=inputs(2))
 
 
-KINDS = ("scratch-pre", "scratch-post", "minilm", "smollm2", "gpt2", "bert-mlm", "distilbert",
-         "t5", "bart", "marian", "mbart", "scratch-seq2seq-pre", "scratch-seq2seq-post")
-SINGLE_STACK = KINDS[:7]
-ENCODER_DECODERS = KINDS[7:]
+ENCODER_DECODERS = ("t5", "bart", "marian", "mbart", "scratch-seq2seq-pre",
+                    "scratch-seq2seq-post")
+KINDS = ("scratch-pre", "scratch-post", "minilm", "smollm2", "gpt2", "bert-mlm",
+         "distilbert") + ENCODER_DECODERS
 
 
 def build_case(kind: str, request, folder: Path) -> Case:

@@ -5,6 +5,8 @@ the modules where the value lives, and against the arithmetic of the residual st
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 import torch
 
@@ -60,16 +62,22 @@ def test_point_names_are_exactly_what_a_full_run_visits(case):
     assert (points.LOGITS in names) == case.has_logits
 
 
-def _hidden_and_attentions(case, reference, stack: str):
-    if not case.hugging_face:  # the from-scratch models hand their weights back themselves
-        if stack == "":
-            return reference.hidden_states, reference.attentions, ()
-        return None, getattr(reference, f"{stack}_attentions"), \
-            reference.cross_attentions if stack == "decoder" else ()
+@dataclass(frozen=True)
+class Reference:
+    """One stack's hidden states (None where the model hands none back: the from-scratch
+    encoder-decoder), attentions and cross-attentions, from the reference's own output."""
+
+    hidden: tuple[torch.Tensor, ...] | None
+    attentions: tuple[torch.Tensor, ...]
+    cross: tuple[torch.Tensor, ...]
+
+
+def stack_reference(case, output, stack: str) -> Reference:
+    cross = output.cross_attentions if stack == "decoder" else ()
     if stack == "":
-        return reference.hidden_states, reference.attentions, ()
-    return (getattr(reference, f"{stack}_hidden_states"), getattr(reference, f"{stack}_attentions"),
-            reference.cross_attentions if stack == "decoder" else ())
+        return Reference(output.hidden_states, output.attentions, cross)
+    hidden = getattr(output, f"{stack}_hidden_states") if case.hugging_face else None
+    return Reference(hidden, getattr(output, f"{stack}_attentions"), cross)
 
 
 def test_residual_stream_patterns_and_logits_are_the_models_own(case):
@@ -80,7 +88,8 @@ def test_residual_stream_patterns_and_logits_are_the_models_own(case):
     flags = dict(output_hidden_states=True, output_attentions=True) if case.hugging_face else {}
     reference = reference_forward(case, **flags)
     for stack, layers, _ in case.stacks:
-        hidden, attentions, cross = _hidden_and_attentions(case, reference, stack)
+        found = stack_reference(case, reference, stack)
+        hidden, attentions, cross = found.hidden, found.attentions, found.cross
         count = len(layers)
         assert len(attentions) == count
         for layer in range(count):
