@@ -65,18 +65,3 @@ def numbered_labels(tokens: tuple[str, ...] | list[str], start: int = 0) -> list
     """"token #position" labels, distinct even when a token repeats; positions count from
     `start` (a window of a long input keeps its tokens' own positions)."""
     return [f"{label} #{i}" for i, label in enumerate(tick_labels(tokens), start)]
-
-
-def tick_positions(num_tokens: int, max_labels: int) -> list[int]:
-    """Every position when they fit, else an even thinning that keeps the first and last."""
-    if num_tokens <= max_labels:
-        return list(range(num_tokens))
-    return sorted(set(np.linspace(0, num_tokens - 1, max_labels).round().astype(int).tolist()))
-
-
-def hover_pairs(tokens: tuple[str, ...] | list[str]) -> np.ndarray:
-    """(Q, K, 2) array of [query label, key label] for each cell's hover text."""
-    labels = np.array(numbered_labels(tokens), dtype=object)
-    count = len(labels)
-    return np.stack([np.repeat(labels[:, None], count, axis=1),
-                     np.repeat(labels[None, :], count, axis=0)], axis=-1)

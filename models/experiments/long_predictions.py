@@ -22,7 +22,8 @@ from models.experiments.predictions import (DEFAULT_TOP_K, PositionScores, next_
                                 positions_from_scores)
 from models.hooks import points
 from models.hooks.capture import num_layers
-from models.hooks.streaming import LayerInputs, run_from_input
+from models.hooks.layer_inputs import LayerInputs
+from models.hooks.streaming import run_from_input
 from models.loading.tokenize import EncodedText
 from models.hooks.trace import Predictions
 

@@ -97,12 +97,24 @@ class LayerCapture:
 class CapturedRun:
     layers: tuple[LayerCapture, ...]
     logits: torch.Tensor | None  # (B, T, V) when the model has a language-model head
+    residual: tuple[torch.Tensor, ...] = ()  # L + 1 of (B, T, D): each layer's input, then the
+    # last layer's output (with keep_residual)
 
 
 def _captured(name: str) -> bool:
     point = points.parse(name)
     return point is not None and not point.stack and point.module == "attn" and \
         point.kind in CAPTURED
+
+
+def _residual(last: int):
+    """Which points a captured run keeps of the residual stream: every layer's input and the
+    last layer's output."""
+    def wanted(name: str) -> bool:
+        point = points.parse(name)
+        return point is not None and not point.stack and (
+            point.kind == "resid_pre" or (point.kind == "resid_post" and point.layer == last))
+    return wanted
 
 
 def _layer(model: nn.Module, run: Run, layer: int, values: dict[str, torch.Tensor]) -> LayerCapture:
@@ -150,17 +162,25 @@ def _logits(output) -> torch.Tensor | None:
 
 
 def run_captured(model: nn.Module, inputs: dict[str, torch.Tensor],
-                 intervention: Intervention | None = None) -> CapturedRun:
-    """One forward of `model` on `inputs`, every attention layer captured (in layer order)."""
+                 intervention: Intervention | None = None,
+                 keep_residual: bool = False) -> CapturedRun:
+    """One forward of `model` on `inputs`, every attention layer captured (in layer order); with
+    `keep_residual`, the residual stream too (each layer's input and the last one's output)."""
     _hooked(model)
     count = num_layers(model)
-    run = Run(cache=_captured, edits=intervention.edits(count) if intervention else None)
+    residual = _residual(count - 1)
+    keep = (lambda name: _captured(name) or residual(name)) if keep_residual else _captured
+    run = Run(cache=keep, edits=intervention.edits(count) if intervention else None)
     output = run_model(model, forward_inputs(model, inputs), run)
-    layers = _by_layer(run.cache.items())
+    layers = _by_layer((name, value) for name, value in run.cache.items() if _captured(name))
     if not layers:
         raise RuntimeError(f"{type(model).__name__} ran no captured attention")
+    stream = ()
+    if keep_residual:
+        stream = (*(run.cache[points.resid_pre(layer)] for layer in range(count)),
+                  run.cache[points.resid_post(count - 1)])
     return CapturedRun(tuple(_layer(model, run, index, layers[index]) for index in sorted(layers)),
-                       _logits(output))
+                       _logits(output), stream)
 
 
 def run_streamed(model: nn.Module, inputs: dict[str, torch.Tensor],
@@ -178,7 +198,8 @@ def run_streamed(model: nn.Module, inputs: dict[str, torch.Tensor],
         `group_of`'s keys and values, or the attention of those query positions only.
     start, start_input: the layers before `start` are skipped and layer `start` reads
         `start_input` (B, T, D) (its kept input).
-    keep: called with each layer's input (B, T, D) as the layer starts (to keep it on disk).
+    keep: called with each layer's input (B, T, D) as the layer starts, and with index L and
+        the last layer's output when it ends (to keep the residual stream on disk).
     Returns how many layers were captured."""
     _hooked(model)
     if (group_of is not None or rows is not None) and stop_after is None:
@@ -209,6 +230,8 @@ def run_streamed(model: nn.Module, inputs: dict[str, torch.Tensor],
     if keep is not None:
         for layer in range(start, count):
             edits.setdefault(points.resid_pre(layer), []).append(kept_input)
+        edits.setdefault(points.resid_post(count - 1), []).append(
+            lambda value, name: keep(count, value))
     plan = LayerPlan(start=start, start_input=start_input, fused_until=fast_until,
                      heads_of=group_of, rows=rows,
                      focus=stop_after if group_of is not None or rows is not None else None)

@@ -20,7 +20,8 @@ import numpy as np
 import torch
 
 from models.hooks.capture import num_layers
-from models.hooks.streaming import LayerInputs, layer_from_input
+from models.hooks.layer_inputs import LayerInputs
+from models.hooks.streaming import layer_from_input
 from models.loading.tokenize import EncodedText
 
 

@@ -23,43 +23,13 @@ import numpy as np
 import torch
 
 from models.hooks import points
+from models.hooks.layer_inputs import LayerInputs
 from models.hooks.capture import LayerCapture, forward_inputs, num_layers, run_streamed
 from models.hooks.run import LayerPlan, Run, run_model
 from models.limits import LONG_TOKENS
 from models.loading.tokenize import EncodedText
 
 Summary = TypeVar("Summary")
-
-
-class LayerInputs:
-    """Each layer's input (the residual stream, (T, D) float32, batch item 0) of one long input,
-    written to files in `folder` while the input streams: what is needed to compute any head of
-    any layer again, exactly, without the layers before it. They stay on disk (SmolLM2 at 4,096
-    tokens: 30 x 9.4 MB), never in the server's memory; `delete` removes them."""
-
-    def __init__(self, folder: Path):
-        self.folder = Path(folder)
-        self.folder.mkdir(parents=True, exist_ok=True)
-
-    def path(self, layer: int) -> Path:
-        return self.folder / f"layer-{layer}.npy"
-
-    def save(self, layer: int, hidden: torch.Tensor) -> None:
-        np.save(self.path(layer), hidden[0].detach().float().numpy())
-
-    def load(self, layer: int) -> torch.Tensor:
-        """(1, T, D) the input of `layer`."""
-        return torch.from_numpy(np.load(self.path(layer)))[None]
-
-    def has(self, layer: int) -> bool:
-        return self.path(layer).is_file()
-
-    @property
-    def disk_bytes(self) -> int:
-        return sum(path.stat().st_size for path in self.folder.glob("layer-*.npy"))
-
-    def delete(self) -> None:
-        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 @dataclass(frozen=True)

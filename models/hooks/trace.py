@@ -92,6 +92,9 @@ class Trace:
         head (a masked LM with no mask in the text has an empty Predictions).
     value_norms: (L, H, T) ||v_j W_O^h||, how far key j's value moves the output through head h
         (Kobayashi et al. 2020); None when the output projection could not be read.
+    residual: (L + 1, T, D) the residual stream: each layer's input (hook_resid_pre), then the
+        last layer's output; any other point of a layer is computed again, exactly, from the
+        layer's input (models/hooks/access.py). None when the run did not keep it.
     """
 
     record: AttentionRecord
@@ -105,6 +108,7 @@ class Trace:
     rotary: bool = False
     predictions: Predictions | None = None
     value_norms: np.ndarray | None = None
+    residual: LayerStack | None = None
 
     def __post_init__(self) -> None:
         layers, heads, tokens, _ = self.query.shape
@@ -120,6 +124,8 @@ class Trace:
             raise ValueError("mask or input ids do not fit the record")
         if self.value_norms is not None and self.value_norms.shape != (layers, heads, tokens):
             raise ValueError(f"value norms {self.value_norms.shape} do not fit the record")
+        if self.residual is not None and self.residual.shape[:2] != (layers + 1, tokens):
+            raise ValueError(f"the residual stream {self.residual.shape} does not fit the record")
         for name in ("query", "key", "value", "context"):
             if isinstance(getattr(self, name), np.ndarray):  # one array: kept as a stack
                 object.__setattr__(self, name, LayerStack(getattr(self, name)))
@@ -157,8 +163,8 @@ class Trace:
 
     @property
     def nbytes(self) -> int:
-        arrays = (self.query, self.key, self.value, self.context,
-                  self.allowed, *(() if self.value_norms is None else (self.value_norms,)))
+        arrays = (self.query, self.key, self.value, self.context, self.allowed,
+                  *(array for array in (self.value_norms, self.residual) if array is not None))
         return (self.record.nbytes + sum(a.nbytes for a in arrays)
                 + getattr(self.predictions, "nbytes", 0) + 4096)
 
@@ -194,6 +200,8 @@ def trace_from_run(run: CapturedRun, encoded: EncodedText, source: str, causal: 
         rotary=rotary,
         predictions=predictions,
         value_norms=_value_norms(run),
+        residual=LayerStack(_item_zero(stream) for stream in run.residual) if run.residual
+        else None,
     )
 
 

@@ -193,7 +193,7 @@ class LoadedSource:
     def run(self, text: str, pair: str | None = None) -> Trace:
         """Text (and an optional second sentence) -> the Trace of one forward pass."""
         encoded, inputs = self.encode(text, pair)
-        run = run_captured(self.model, inputs)
+        run = run_captured(self.model, inputs, keep_residual=True)
         trace = trace_from_run(run, encoded, self.label, self.causal, self.rotary,
                                self._predictions(run.logits, encoded))
         outer = (trace.record.layer(0), trace.record.layer(-1))  # a cheap check: first and last

@@ -33,11 +33,6 @@ def sinusoidal_encoding(num_positions: int, dim: int, base: float = SINUSOID_BAS
     return encoding
 
 
-def zero_rows(vectors: np.ndarray) -> np.ndarray:
-    """Indices of the rows that are all zeros (a padding row, for one): they have no direction."""
-    return np.flatnonzero(~np.any(np.asarray(vectors) != 0, axis=1))
-
-
 def cosine_similarity(vectors: np.ndarray) -> np.ndarray:
     """(P, D) -> (P, P): the cosine of the angle between every pair of rows.
 
