@@ -1,6 +1,7 @@
 import streamlit as st
 
 from models.errors import ModelLoadError
+from models.limits import MAX_TEXT_CHARS
 from models.loading.source import Kind
 from ui import charts
 from ui import cache, teaching_cache as teach
@@ -92,10 +93,11 @@ st.markdown(
     "are computed too but nothing reads them."
 )
 first_column, second_column = st.columns(2)
-first = first_column.text_input("First sentence", "The cat sat.", key="masks_first")
+first = first_column.text_input("First sentence", "The cat sat.", key="masks_first",
+                                max_chars=MAX_TEXT_CHARS)
 second = second_column.text_input("Second sentence",
                                   "A much longer sentence about the dog that chased the cat.",
-                                  key="masks_second")
+                                  key="masks_second", max_chars=MAX_TEXT_CHARS)
 forget = st.checkbox("Leave the padding mask out", key="masks_forget")
 if not first.strip() or not second.strip():
     st.info("Type two sentences to batch them.")

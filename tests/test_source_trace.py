@@ -7,15 +7,12 @@ the models' own outputs from a call outside the app's capture.
 
 from __future__ import annotations
 
-import threading
-import time
 from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
 
-from models.store.byte_cache import ByteBudgetCache
 from models.loading.decoder import DEFAULT_DECODER
 from models.loading.pretrained import DEFAULT_MODEL
 from models.hooks.record import AttentionRecord
@@ -146,49 +143,6 @@ def test_record_copies_are_validated_again():
     record = AttentionRecord(tokens=("a", "b"), weights=weights, source="x")
     with pytest.raises(ValueError):
         replace(record, tokens=("a",))
-
-
-class Sized:
-    def __init__(self, nbytes: int, tag: str = ""):
-        self.nbytes, self.tag = nbytes, tag
-
-
-def test_byte_cache_keeps_within_its_budget_and_drops_the_oldest():
-    cache = ByteBudgetCache(100)
-    for key in "abc":
-        cache.get(key, lambda: Sized(40))
-    assert cache.total_bytes == 80 and "a" not in cache and "b" in cache and "c" in cache
-    cache.get("b", lambda: Sized(999))  # a hit: b becomes the most recent
-    cache.get("d", lambda: Sized(40))
-    assert "c" not in cache and "b" in cache and cache.total_bytes <= 100
-    huge = cache.get("huge", lambda: Sized(1000))
-    assert huge.nbytes == 1000 and "huge" not in cache  # handed out, never kept
-
-
-def test_byte_cache_computes_a_key_once_for_concurrent_callers():
-    cache = ByteBudgetCache(1000)
-    calls = []
-
-    def slow():
-        calls.append(1)
-        time.sleep(0.2)
-        return Sized(10, "value")
-
-    results = []
-    threads = [threading.Thread(target=lambda: results.append(cache.get("k", slow)))
-               for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert len(calls) == 1 and len(results) == 4 and all(r is results[0] for r in results)
-
-    def broken():
-        raise ValueError("bad input")
-
-    with pytest.raises(ValueError, match="bad input"):
-        cache.get("x", broken)
-    assert "x" not in cache
 
 
 def test_trace_norm_based_attention_equals_the_direct_computation(default_model, smollm2_model):

@@ -1,9 +1,9 @@
 """Cached model runs for the "which heads matter" pages: detectors, ablation, knockout, norms.
 
 Each result is keyed by the sidebar's model source and the input and kept in one store bounded
-in bytes (ui.byte_caches.analyses, `models.limits.ANALYSIS_CACHE_BYTES`): a comparison keeps two
-full records, ~270 MB for a decoder at its token limit, so a count of entries would bound nothing.
-Models come from ui.cache, so they load once per server.
+in bytes (models.store.stores.ANALYSES, `models.limits.ANALYSIS_CACHE_BYTES`): a comparison keeps
+two full records, ~270 MB for a decoder at its token limit, so a count of entries would bound
+nothing. Models come from ui.cache, so they load once per server.
 
 Ablation and knockout also run on a classifier fine-tuned on this server (ui.finetune_cache):
 `FineTuned` names it in the place of a model source, and its target is a class index.
@@ -23,7 +23,10 @@ from models.experiments.ablation import Comparison, PreparedInput, Target
 from models.analysis.detectors import repeated_tokens_record
 from models.hooks.record import AttentionRecord
 from models.loading.source import ModelSource
-from ui import byte_caches, cache, finetune_cache
+from models.store import stores
+from models.store.keys import ResultKey, result_key
+from ui import cache, finetune_cache
+from ui.byte_caches import kept
 from ui.links import shared_params
 
 
@@ -103,8 +106,8 @@ def _input_and_target(source: Subject, text: str, pair: str, mask_position: int 
     return given, ablation.next_token_target(given, tokenizer, target_id)
 
 
-def _kept(key: tuple, compute: Callable[[], Value], message: str | None) -> Value:
-    return byte_caches.kept(byte_caches.analyses(), key, compute, message)
+def _kept(key: ResultKey, compute: Callable[[], Value], message: str | None) -> Value:
+    return kept(stores.ANALYSES, key, compute, message)
 
 
 def baseline(source: Subject, text: str, pair: str, mask_position: int | None,
@@ -120,8 +123,8 @@ def baseline(source: Subject, text: str, pair: str, mask_position: int | None,
         given, target = _input_and_target(source, text, pair, mask_position, target_id)
         return ablation.predict(model, given, outputs, target, keep_record=keep)
 
-    return _kept(("baseline", source, text, pair, mask_position, target_id), compute,
-                 "Running the model…")
+    key = result_key("baseline", source, text, pair, mask_position, target_id)
+    return _kept(key, compute, "Running the model…")
 
 
 def target_id_of(source: ModelSource, text: str, pair: str, word: str) -> int:
@@ -138,8 +141,8 @@ def head_ablation(source: Subject, text: str, pair: str, mask_position: int | No
         given, target = _input_and_target(source, text, pair, mask_position, target_id)
         return ablation.ablate_heads(model, given, outputs, target, heads, mode)
 
-    return _kept(("head_ablation", source, text, pair, mask_position, target_id, heads, mode),
-                 compute, "Running the model with the heads ablated…")
+    key = result_key("head_ablation", source, text, pair, mask_position, target_id, heads, mode)
+    return _kept(key, compute, "Running the model with the heads ablated…")
 
 
 def importance(source: Subject, text: str, pair: str, mask_position: int | None,
@@ -152,8 +155,8 @@ def importance(source: Subject, text: str, pair: str, mask_position: int | None,
         given, target = _input_and_target(source, text, pair, mask_position, target_id)
         return ablation.importance_grid(model, given, target, mode, progress=_progress).numpy()
 
-    return _kept(("importance", source, text, pair, mask_position, target_id, mode), compute,
-                 None)
+    key = result_key("importance", source, text, pair, mask_position, target_id, mode)
+    return _kept(key, compute, None)
 
 
 def knockout(source: Subject, text: str, pair: str, mask_position: int | None,
@@ -165,8 +168,9 @@ def knockout(source: Subject, text: str, pair: str, mask_position: int | None,
         return ablation.knockout(model, given, outputs, target, query, keys, layers,
                                  keep_records=False)
 
-    return _kept(("knockout", source, text, pair, mask_position, target_id, query, keys, layers),
-                 compute, "Running the model with the edges blocked…")
+    key = result_key("knockout", source, text, pair, mask_position, target_id, query, keys,
+                     layers)
+    return _kept(key, compute, "Running the model with the edges blocked…")
 
 
 def repeated_tokens(source: ModelSource, count: int, seed: int) -> AttentionRecord:
@@ -175,7 +179,7 @@ def repeated_tokens(source: ModelSource, count: int, seed: int) -> AttentionReco
         return repeated_tokens_record(model, tokenizer, limit, source.causal, source.label, count,
                                       seed)
 
-    return _kept(("repeated_tokens", source, count, seed), compute,
+    return _kept(result_key("repeated_tokens", source, count, seed), compute,
                  "Running the model on random tokens repeated twice…")
 
 

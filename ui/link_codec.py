@@ -6,8 +6,8 @@
   one int, float, str or bool (`maps_layer` becomes `layer=…`; a name that would clash with a
   shared one, such as `scaling_seed`, keeps its prefix). Which widgets a page has is read once
   from its source. Buttons, tables, charts, uploads, lists and page texts longer than
-  `MAX_CONTROL_CHARS` never go into a link, and neither do loaded-model messages or anything a
-  page keeps in the session besides its widgets.
+  `models.limits.LINK_CONTROL_CHARS` never go into a link, and neither do loaded-model messages
+  or anything a page keeps in the session besides its widgets.
 
 `model` is the sidebar's model kind (`pretrained`, `decoder`, `scratch-random`,
 `scratch-copied`, see `models.loading.source.Kind`), followed by `:name` when the model is not the
@@ -35,7 +35,7 @@ import streamlit as st
 
 from models.loading.decoder import DEFAULT_DECODER
 from models.errors import ModelLoadError
-from models.limits import MAX_TEXT_CHARS, MODEL_NAME_CHARS
+from models.limits import LINK_CONTROL_CHARS, MAX_SEED, MAX_TEXT_CHARS, MODEL_NAME_CHARS
 from models.loading.pretrained import DEFAULT_MODEL, model_identity
 from models.loading.source import Kind
 from ui import cache
@@ -43,8 +43,6 @@ from ui.state import DECODER_NAME, DEFAULT_TEXT, LOADED_NAMES, MODEL_NAME
 
 SHARED = ("text", "pair", "model", "seed", "merge", "hide")
 RESERVED = frozenset(SHARED) | {"embed", "embed_options"}  # Streamlit keeps the last two
-MAX_CONTROL_CHARS = 500  # a page's text box longer than this is data, not a setting
-MAX_SEED = 2**31 - 1
 TRUE, FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 
@@ -239,7 +237,7 @@ def _like(current: object, text: str) -> object:
 
 def read_value(kind: str, text: str, current: object = None) -> object:
     """The value a control of `kind` gets from `text`; raises Refused when it cannot."""
-    if len(text) > MAX_CONTROL_CHARS:
+    if len(text) > LINK_CONTROL_CHARS:
         raise Refused("is too long")
     if kind == "bool":
         return _as_bool(text)
@@ -265,7 +263,7 @@ def link_text(value: object) -> str | None:
     if isinstance(value, numbers.Real):
         return repr(float(value)) if math.isfinite(value) else None
     if isinstance(value, str):
-        return value if len(value) <= MAX_CONTROL_CHARS else None
+        return value if len(value) <= LINK_CONTROL_CHARS else None
     return None
 
 

@@ -11,7 +11,7 @@ import streamlit as st
 from models.loading.conversion import prepare_default_decoder
 from models.loading.decoder import DEFAULT_DECODER
 from models.errors import ModelLoadError, UnsupportedModelType
-from models.limits import MAX_TEXT_CHARS
+from models.limits import MAX_SEED, MAX_TEXT_CHARS, MODEL_NAME_CHARS
 from models.loading.pretrained import DEFAULT_MODEL, LoadedModel
 from models.hooks.record import AttentionRecord
 from models.loading.source import Kind, LoadedSource, ModelSource
@@ -79,11 +79,12 @@ def sidebar() -> None:
                      max_chars=MAX_TEXT_CHARS,
                      help="Any text; longer than the model's limit is truncated with a notice.")
         st.text_input("Second sentence (optional, makes a pair)", key="sb_pair",
+                      max_chars=MAX_TEXT_CHARS,
                       placeholder="e.g. Fruit flies like a banana.")
         st.radio("Model", [kind.value for kind in Kind], format_func=lambda v: Kind(v).title,
                  key="sb_kind")
         if st.session_state.sb_kind == Kind.SCRATCH_RANDOM.value:
-            st.number_input("Seed", min_value=0, max_value=2**31 - 1, step=1, key="sb_seed")
+            st.number_input("Seed", min_value=0, max_value=MAX_SEED, step=1, key="sb_seed")
         st.text(_model_caption(Kind(st.session_state.sb_kind)))
         st.toggle("Merge word pieces into words", key="sb_merge_words",
                   help="A word's row is the mean of its pieces' rows; its column the sum of "
@@ -92,6 +93,7 @@ def sidebar() -> None:
                   help="Drops [CLS], [SEP] and the like; every row is renormalised to 1.")
         with st.expander("Use another pretrained model"):
             st.text_input("Hugging Face model id or local folder", key="sb_model_input",
+                          max_chars=MODEL_NAME_CHARS,
                           placeholder="bert-base-uncased, gpt2 or /path/to/folder")
             st.button("Load", key="sb_model_load", on_click=_load_other_model)
             st.caption("Only .safetensors weights are read and no remote code runs. "

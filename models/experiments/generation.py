@@ -21,9 +21,9 @@ import torch
 
 from models.experiments.predictions import Candidate, candidate, top_candidates
 from models.hooks.record import ROW_SUM_TOLERANCE
+from models.limits import MAX_NEW_TOKENS
 from models.loading.tokenize import encode, first_item_attentions
 
-MAX_NEW_TOKENS = 100  # most new tokens one request may ask for
 DEFAULT_NEW_TOKENS = 20
 DEFAULT_TOP_K = 50
 DEFAULT_CANDIDATES = 10  # candidates kept per step for the view
