@@ -55,7 +55,7 @@ if subject == CLASSIFIER:
     key = st.selectbox("Fine-tuned classifier (trained on this server)", list(classifiers),
                        key="ablation_classifier",
                        format_func=lambda k: classifiers[k].description)
-    source, pair = analysis_cache.classifier_of(given.encoder_name, classifiers[key]), ""
+    source, pair = analysis_cache.classifier_of(classifiers[key]), ""
     kind = CLASS_PROBABILITY
 if kind is None:
     st.warning(plain(no_prediction_message(source.label)))

@@ -2,7 +2,6 @@ import streamlit as st
 
 from models.errors import ModelLoadError
 from models.limits import MAX_TEXT_CHARS
-from models.loading.source import Kind
 from ui import charts
 from ui import cache, teaching_cache as teach
 from ui.routing import through_app
@@ -25,7 +24,7 @@ intro.markdown(
 
 given = sidebar_input()
 text, pair, name = given.text, given.pair, given.encoder_name
-seed = given.source.seed if given.source.kind is Kind.SCRATCH_RANDOM else 0
+seed = given.source.seed  # 0 unless the sidebar's kind is seeded
 WEIGHTS = {"random": f"Random weights (seed {seed})",
            "copied": f"{name}'s pretrained weights, copied in"}
 choice = intro.radio("Weights of the from-scratch encoder", list(WEIGHTS),

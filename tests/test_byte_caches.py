@@ -36,12 +36,13 @@ from models.experiments.finetune import PRETRAINED, default_settings, finetune
 from models.experiments.generation import GenerationSettings
 from models.loading.hf_seq2seq import load_seq2seq, run_seq2seq
 from models.experiments.labelled_data import load_shipped
-from models.loading.pretrained import DEFAULT_MODEL
-from models.loading.source import Kind, ModelSource
+from models.loading.pretrained import DEFAULT_MODEL, LoadedModel
+from models.loading import kinds
+from models.loading.source import ModelSource
 from models.teaching.trained_translator import cache_folder, is_cached, save
 from tests.test_hf_seq2seq import build
-from ui import (analysis_cache, byte_caches, finetune_cache, generation_cache, layer_walk_cache,
-                seq2seq_cache, teaching_cache)
+from ui import (analysis_cache, byte_caches, cache, finetune_cache, generation_cache,
+                layer_walk_cache, seq2seq_cache, teaching_cache)
 
 SLACK = 64 * 1024  # Python objects around the arrays (tokens, candidates, keys)
 TEXT = "Time flies like an arrow."
@@ -218,7 +219,7 @@ def test_a_failed_computation_reaches_every_waiter_and_is_not_kept():
 
 
 def test_result_keys_name_what_was_computed_and_refuse_unhashable_parts():
-    source = ModelSource(Kind.ENCODER, DEFAULT_MODEL)
+    source = ModelSource(kinds.PRETRAINED, DEFAULT_MODEL)
     assert result_key("trace", source, "a b", "") == result_key("trace", source, "a b", "")
     assert result_key("trace", source, "a b", "") != result_key("view", source, "a b", "")
     assert len({result_key("row", 64, 256, 0), result_key("row", 64, 256, 1)}) == 2
@@ -295,11 +296,11 @@ class Case:
 
 
 def decoder(models: dict) -> ModelSource:
-    return ModelSource(Kind.DECODER, models["decoder"])
+    return ModelSource(kinds.DECODER, models["decoder"])
 
 
 ANALYSES, RESULTS, ENCODERS = "ANALYSES", "RESULTS", "WALK_ENCODERS"
-MINILM = ModelSource(Kind.ENCODER, DEFAULT_MODEL)
+MINILM = ModelSource(kinds.PRETRAINED, DEFAULT_MODEL)
 WORDS = ("time", "fruit", "arrow", "banana", "flies", "like")
 
 CASES = [
@@ -498,15 +499,16 @@ def test_encoder_decoders_are_kept_by_what_they_are_and_bounded(monkeypatch, tmp
 
     def load(name: str):
         loads.append(name)
-        return object()
+        return LoadedModel(name=name, model=nn.Linear(2, 2), tokenizer=None, max_tokens=8)
 
-    monkeypatch.setattr(seq2seq_cache, "load_seq2seq", load)
+    monkeypatch.setattr(cache, "load_seq2seq", load)
     monkeypatch.setattr(stores, "SEQ2SEQ_MODELS", Store("test", stores.SEQ2SEQ_MODELS.budget))
     others = [tmp_path / f"other{i}" for i in range(limits.SEQ2SEQ_MODELS)]
     for folder in (tmp_path / "a", *others):
         folder.mkdir()
-    first = seq2seq_cache.hf_model(str(tmp_path / "a"))
-    assert seq2seq_cache.hf_model(f"{tmp_path}//a/.") is first and len(loads) == 1
+    first = seq2seq_cache.hf_model(str(tmp_path / "a"))  # through the seq2seq kind
+    assert first.source == ModelSource(kinds.SEQ2SEQ, str(tmp_path / "a"))
+    assert seq2seq_cache.hf_model(f"{tmp_path}//a/.").model is first.model and len(loads) == 1
     for folder in others:
         seq2seq_cache.hf_model(str(folder))
     seq2seq_cache.hf_model(str(tmp_path / "a"))
@@ -562,12 +564,9 @@ def test_a_session_stopped_mid_computation_does_not_stop_the_one_waiting_for_it(
 
 def test_a_copied_from_scratch_encoder_is_kept_once_whatever_the_seed():
     """The seed only shapes random weights: copies of one model under eight seeds are one copy."""
-    from models.loading.source import Kind, ModelSource
-    from ui import cache
-
-    copies = {id(cache.loaded(ModelSource(Kind.SCRATCH_COPIED, DEFAULT_MODEL, seed)).model)
+    copies = {id(cache.loaded(ModelSource(kinds.SCRATCH_COPIED, DEFAULT_MODEL, seed)).model)
               for seed in range(8)}
     assert len(copies) == 1
-    randoms = {id(cache.loaded(ModelSource(Kind.SCRATCH_RANDOM, DEFAULT_MODEL, seed)).model)
+    randoms = {id(cache.loaded(ModelSource(kinds.SCRATCH_RANDOM, DEFAULT_MODEL, seed)).model)
                for seed in (1, 2)}
     assert len(randoms) == 2

@@ -16,7 +16,8 @@ import torch
 from models.loading.decoder import DEFAULT_DECODER
 from models.loading.pretrained import DEFAULT_MODEL
 from models.hooks.record import AttentionRecord
-from models.loading.source import Kind, ModelSource
+from models.loading.kinds import DECODER, PRETRAINED, SCRATCH_COPIED, SCRATCH_RANDOM
+from models.loading.source import ModelSource
 from tests.reference import reference_attentions
 from tests.tiny_models import tiny_gpt2, tiny_masked_lm
 
@@ -29,7 +30,7 @@ def plain_forward(model, inputs: dict, **extra):
 
 
 def test_encoder_source_trace_is_the_models_own_forward(default_model):
-    runner = ModelSource(Kind.ENCODER, DEFAULT_MODEL).load(pretrained=lambda name: default_model)
+    runner = ModelSource(PRETRAINED, DEFAULT_MODEL).load(pretrained=lambda name: default_model)
     trace = runner.run(TEXT, "Fruit flies like a banana.")
     expected = reference_attentions(default_model, TEXT, "Fruit flies like a banana.")
     np.testing.assert_array_equal(trace.record.weights, expected)  # the same eager arithmetic
@@ -44,7 +45,7 @@ def test_encoder_source_trace_is_the_models_own_forward(default_model):
 
 
 def test_scratch_source_runs_through_the_same_path(default_model):
-    runner = ModelSource(Kind.SCRATCH_RANDOM, DEFAULT_MODEL, 5).load(
+    runner = ModelSource(SCRATCH_RANDOM, DEFAULT_MODEL, 5).load(
         pretrained=lambda name: default_model)
     trace = runner.run(TEXT)
     ids = default_model.tokenizer(TEXT, return_tensors="pt")["input_ids"]
@@ -53,7 +54,7 @@ def test_scratch_source_runs_through_the_same_path(default_model):
     for layer, weights in enumerate(own):
         np.testing.assert_array_equal(trace.record.weights[layer], weights[0].numpy())
     assert trace.record.source == "from-scratch encoder, random weights (seed 5)"
-    other = ModelSource(Kind.SCRATCH_RANDOM, DEFAULT_MODEL, 6).load(
+    other = ModelSource(SCRATCH_RANDOM, DEFAULT_MODEL, 6).load(
         pretrained=lambda name: default_model).run(TEXT)
     assert np.abs(other.record.weights - trace.record.weights).max() > 1e-3
 
@@ -61,11 +62,11 @@ def test_scratch_source_runs_through_the_same_path(default_model):
 def test_copied_weights_refused_from_a_non_bert(tmp_path, default_model):
     tiny = tiny_gpt2(tmp_path, default_model)
     with pytest.raises(Exception, match="only from a BERT"):
-        ModelSource(Kind.SCRATCH_COPIED, "x").load(pretrained=lambda name: tiny)
+        ModelSource(SCRATCH_COPIED, "x").load(pretrained=lambda name: tiny)
 
 
 def test_smollm2_trace_predictions_and_rotated_vectors(smollm2_model):
-    runner = ModelSource(Kind.DECODER, DEFAULT_DECODER).load(decoder=lambda name: smollm2_model)
+    runner = ModelSource(DECODER, DEFAULT_DECODER).load(decoder=lambda name: smollm2_model)
     assert runner.rotary and runner.causal and runner.limit_reason == "memory"
     text = "The capital of France is"
     trace = runner.run(text)
@@ -87,7 +88,7 @@ def test_smollm2_trace_predictions_and_rotated_vectors(smollm2_model):
 
 
 def test_truncation_notice_names_the_memory_limit(smollm2_model):
-    runner = ModelSource(Kind.DECODER, DEFAULT_DECODER).load(decoder=lambda name: smollm2_model)
+    runner = ModelSource(DECODER, DEFAULT_DECODER).load(decoder=lambda name: smollm2_model)
     trace = runner.run("word " * (runner.max_tokens + 40))
     assert trace.record.num_tokens == runner.max_tokens and trace.record.dropped_tokens > 0
     notice = runner.limit_notice(trace.record.dropped_tokens)
@@ -96,7 +97,7 @@ def test_truncation_notice_names_the_memory_limit(smollm2_model):
 
 def test_tiny_gpt2_trace_equals_its_forward(tmp_path, default_model):
     loaded = tiny_gpt2(tmp_path, default_model)
-    runner = ModelSource(Kind.DECODER, str(tmp_path)).load(decoder=lambda name: loaded)
+    runner = ModelSource(DECODER, str(tmp_path)).load(decoder=lambda name: loaded)
     trace = runner.run(TEXT)
     encoded = loaded.tokenizer(TEXT, return_tensors="pt")  # a decoder reads no segment ids
     inputs = {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"]}
@@ -112,7 +113,7 @@ def test_tiny_gpt2_trace_equals_its_forward(tmp_path, default_model):
 
 def test_masked_lm_fills_the_mask_with_its_own_probabilities(tmp_path):
     model, tokenizer = tiny_masked_lm(tmp_path)
-    runner = ModelSource(Kind.ENCODER, str(tmp_path)).load()
+    runner = ModelSource(PRETRAINED, str(tmp_path)).load()
     assert runner.mask_token == "[MASK]"
     text = "time flies like [MASK] arrow ."
     trace = runner.run(text)
@@ -133,7 +134,7 @@ def test_masked_lm_fills_the_mask_with_its_own_probabilities(tmp_path):
 def test_an_encoder_without_a_head_has_no_predictions(default_model):
     """The embedded MiniLM ships no masked-LM weights: no head, so no predictions are made up."""
     assert default_model.lm_model is None
-    runner = ModelSource(Kind.ENCODER, DEFAULT_MODEL).load(pretrained=lambda name: default_model)
+    runner = ModelSource(PRETRAINED, DEFAULT_MODEL).load(pretrained=lambda name: default_model)
     assert runner.mask_token is None
     assert runner.run("time flies like [MASK] arrow").predictions is None
 
@@ -151,8 +152,8 @@ def test_trace_norm_based_attention_equals_the_direct_computation(default_model,
     from models.hooks.capture import run_captured
     from models.analysis.norms import norm_maps
 
-    for runner in (ModelSource(Kind.ENCODER, DEFAULT_MODEL).load(pretrained=lambda n: default_model),
-                   ModelSource(Kind.DECODER, DEFAULT_DECODER).load(decoder=lambda n: smollm2_model)):
+    for runner in (ModelSource(PRETRAINED, DEFAULT_MODEL).load(pretrained=lambda n: default_model),
+                   ModelSource(DECODER, DEFAULT_DECODER).load(decoder=lambda n: smollm2_model)):
         trace = runner.run(TEXT)
         ids = torch.tensor([trace.input_ids])
         direct = norm_maps(run_captured(runner.model, {"input_ids": ids}))
@@ -166,7 +167,7 @@ def test_a_trace_keeps_the_maps_the_model_wrote_without_copying_them(default_mod
     from models.loading.tokenize import encode
     from models.hooks.trace import trace_from_run
 
-    runner = ModelSource(Kind.ENCODER, DEFAULT_MODEL).load(pretrained=lambda name: default_model)
+    runner = ModelSource(PRETRAINED, DEFAULT_MODEL).load(pretrained=lambda name: default_model)
     encoded = encode(runner.tokenizer, TEXT, None, runner.max_tokens)
     run = run_captured(runner.model, encoded.model_inputs())
     trace = trace_from_run(run, encoded, "MiniLM", causal=False)

@@ -1,8 +1,9 @@
 """Thin cached wrappers around models.loading.source: models load once per server, traces once per input.
 
 Everything here is kept through ui.byte_caches.kept in the server's stores
-(models/store/stores.py): Hugging Face models in `MODELS` keyed by what a model is (however its
-name is spelled), the embedded ones pinned; from-scratch encoders in `SCRATCH_MODELS`; traces and
+(models/store/stores.py): Hugging Face models in `MODELS` (encoder–decoders in `SEQ2SEQ_MODELS`)
+keyed by what a model is (however its name is spelled), the embedded ones pinned; models of a
+kind built from scratch (models/loading/kinds/) in `SCRATCH_MODELS`; traces and
 the views derived from them in `TRACES`, bounded in bytes (a decoder trace at its limit is
 ~200 MB while an encoder trace of a sentence is a few hundred KB, so a count would bound nothing).
 """
@@ -15,9 +16,12 @@ import numpy as np
 
 from models.limits import LOADED_MODELS
 from models.loading.decoder import DEFAULT_DECODER, load_decoder
+from models.loading.hf_seq2seq import load_seq2seq
+from models.loading import kinds
+from models.loading.kinds import DECODER_NAMES, Loaders
 from models.loading.pretrained import DEFAULT_MODEL, LoadedModel, load_pretrained, model_identity
 from models.hooks.record import AttentionRecord
-from models.loading.source import Kind, LoadedSource, ModelSource
+from models.loading.source import LoadedSource, ModelSource
 from models.hooks.trace import Trace
 from models.store import stores
 from models.store.keys import result_key
@@ -44,20 +48,35 @@ def decoder(name: str) -> LoadedModel:
                 pinned=_embedded(name))
 
 
+def seq2seq(name: str) -> LoadedModel:
+    """A Hugging Face encoder–decoder, kept by what it is."""
+    return kept(stores.SEQ2SEQ_MODELS, result_key("seq2seq", model_identity(name)),
+                lambda: load_seq2seq(name), "Loading the encoder–decoder (once per server)…")
+
+
+def named(kind: str, name: str) -> LoadedModel:
+    """The Hugging Face model a sidebar kind's name loads (the decoder's, or the encoder's)."""
+    return (decoder if kinds.spec(kind).names == DECODER_NAMES else pretrained)(name)
+
+
+KEPT = Loaders(pretrained=pretrained, decoder=decoder, seq2seq=seq2seq)
+
+
 def loaded(source: ModelSource) -> LoadedSource:
-    """The runnable model for a choice. A pretrained kind wraps the kept Hugging Face model (no
-    copy, so dropping it from the store frees it); from-scratch encoders are kept apart."""
-    if source.kind in (Kind.ENCODER, Kind.DECODER):
-        return source.load(pretrained=pretrained, decoder=decoder)
-    key = result_key(source.kind.value, model_identity(source.name), source.seed)
-    return kept(stores.SCRATCH_MODELS, key, lambda: source.load(pretrained=pretrained),
-                "Preparing the from-scratch encoder…")
+    """The runnable model for a choice, loaded by its kind (models/loading/kinds/) from the
+    models kept here. A kind loaded by name wraps the kept model (no copy, so dropping it from
+    its store frees it); a kind built from scratch is kept whole, by source."""
+    if not source.spec.from_scratch:
+        return source.spec.load(source, KEPT)
+    key = result_key(source.kind, model_identity(source.name), source.seed)
+    return kept(stores.SCRATCH_MODELS, key, lambda: source.spec.load(source, KEPT),
+                f"Preparing the {source.spec.title.lower()}…")
 
 
 def variant(source: ModelSource, name: str, build) -> LoadedSource:
     """A from-scratch model derived from `source` (e.g. its causal twin), kept in the same
     bounded store as the from-scratch encoders."""
-    key = result_key(f"{source.kind.value} {name}", model_identity(source.name), source.seed)
+    key = result_key(f"{source.kind} {name}", model_identity(source.name), source.seed)
     return kept(stores.SCRATCH_MODELS, key, build, f"Building the {name} variant (same weights)…")
 
 
@@ -97,10 +116,11 @@ def token_view(source: ModelSource, text: str, pair: str, merge_words: bool,
                 lambda: apply_token_options(base, merge_words, hide_special))
 
 
-def copied_difference(name: str, text: str, pair: str) -> float:
-    """Largest |attention difference| between the copied-weights encoder and the model itself."""
-    ours = record(ModelSource(Kind.SCRATCH_COPIED, name), text, pair)
-    reference = record(ModelSource(Kind.ENCODER, name), text, pair)
+def copied_difference(source: ModelSource, text: str, pair: str) -> float:
+    """Largest |attention difference| between a model whose kind reproduces another (weights
+    copied in) and that model itself."""
+    ours = record(source, text, pair)
+    reference = record(ModelSource(source.spec.reproduces, source.name), text, pair)
     return float(np.abs(ours.weights - reference.weights).max())
 
 

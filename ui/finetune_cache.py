@@ -26,6 +26,7 @@ from models.experiments.classifier import (Prediction, encoder_record, predict_o
 from models.experiments.finetune import PRETRAINED, FinetuneResult, FinetuneSettings, finetune
 from models.experiments.labelled_data import LabelledData
 from models.hooks.record import AttentionRecord
+from models.loading.kinds.classifier import TrainingNames, description
 from models.store import stores
 from models.store.byte_cache import Store
 from models.store.keys import result_key
@@ -132,14 +133,6 @@ def store() -> TrainedModels:
     return _TRAINED
 
 
-@dataclass(frozen=True)
-class TrainingNames:
-    """What a training key names: the encoder and the data it was trained from."""
-
-    encoder_name: str
-    data_name: str
-
-
 def training_key(encoder_name: str, data: LabelledData, settings: FinetuneSettings) -> str:
     """The key of a training; it is also remembered with the encoder and data it names
     (models.store.stores.TRAINING_NAMES), so `finished` can list a sidebar encoder's results."""
@@ -160,11 +153,7 @@ class Finished:
 
     @property
     def description(self) -> str:
-        settings = self.result.settings
-        encoder = (f"{self.encoder_name} (pretrained)" if settings.encoder == PRETRAINED
-                   else "from-scratch encoder")
-        return (f"{encoder} fine-tuned on {self.data_name}, {settings.epochs} epoch(s), "
-                f"held-out accuracy {self.result.held_out_accuracy:.0%}")
+        return description(TrainingNames(self.encoder_name, self.data_name), self.result)
 
 
 def finished(encoder_name: str) -> list[Finished]:

@@ -3,10 +3,11 @@
 The toy translator is trained once per machine (the disk cache,
 models/teaching/trained_translator.py) and loaded once per server (pinned in
 models.store.stores.SEQ2SEQ_MODELS: one fixed model), so thirty students share one training.
-Hugging Face encoder–decoders are kept there by what they are (however the name is spelled), at
-most `models.limits.SEQ2SEQ_MODELS` at once, least recently used unloaded. Translations and bertviz pages are kept per input in the byte-bounded store shared
-with the other pages (models.store.stores.RESULTS). "Retrain and watch" runs for one session at
-a time.
+Hugging Face encoder–decoders are a model kind (models/loading/kinds/seq2seq.py) loaded through
+ui.cache.loaded and kept there by what they are (however the name is spelled), at most
+`models.limits.SEQ2SEQ_MODELS` at once, least recently used unloaded. Translations and bertviz
+pages are kept per input in the byte-bounded store shared with the other pages
+(models.store.stores.RESULTS). "Retrain and watch" runs for one session at a time.
 """
 
 from __future__ import annotations
@@ -16,14 +17,17 @@ import threading
 from dataclasses import replace
 
 from models.limits import MAX_RETRAIN_STEPS, MIN_RETRAIN_STEPS
-from models.loading.hf_seq2seq import Seq2SeqRun, load_seq2seq, run_seq2seq
-from models.loading.pretrained import LoadedModel, model_identity
+from models.loading.hf_seq2seq import Seq2SeqRun, run_seq2seq
+from models.loading.kinds import SEQ2SEQ
+from models.loading.pretrained import model_identity
+from models.loading.source import LoadedSource, ModelSource
 from models.hooks.record import AttentionRecord
 from models.teaching.seq2seq_training import load_or_train, train, translate
 from models.teaching.trained_translator import (Progress, Snapshot, TrainedTranslator, TrainingSettings,
                                        Translation, is_cached)
 from models.store import stores
 from models.store.keys import result_key
+from ui import cache
 from ui.byte_caches import kept
 from viz.bertviz_views import encoder_decoder_html
 
@@ -55,10 +59,9 @@ def toy_translation(text: str) -> Translation:
                 lambda: translate(toy_translator(), text))
 
 
-def hf_model(name: str) -> LoadedModel:
-    """The encoder–decoder `name` names; a spinner only while it loads."""
-    return kept(stores.SEQ2SEQ_MODELS, result_key("seq2seq", model_identity(name)),
-                lambda: load_seq2seq(name), "Loading the encoder–decoder (once per server)…")
+def hf_model(name: str) -> LoadedSource:
+    """The encoder–decoder `name` names, through its kind; a spinner only while it loads."""
+    return cache.loaded(ModelSource(SEQ2SEQ, name))
 
 
 def hf_run(name: str, source: str, target: str, max_new_tokens: int) -> Seq2SeqRun:

@@ -20,7 +20,8 @@ from models.teaching.positions import (cosine_similarity, learned_position_count
 from models.teaching.scaling import (DotProductExperiment, EntropyCurve, SoftmaxRow, dot_product_experiment,
                             entropy_curve, experiment_dimensions, softmax_row)
 from models.teaching.rotary import rotary_angles, rotary_module
-from models.loading.source import Kind, LoadedSource, ModelSource
+from models.loading.kinds import SCRATCH_COPIED, SCRATCH_RANDOM
+from models.loading.source import LoadedSource, ModelSource
 from models.hooks.trace import Trace
 from models.store import stores
 from models.store.keys import ResultKey, result_key
@@ -34,7 +35,7 @@ ENTROPY_LARGEST_DIMENSION = 4096
 
 
 def scratch_source(name: str, seed: int, copied: bool) -> ModelSource:
-    return ModelSource(Kind.SCRATCH_COPIED if copied else Kind.SCRATCH_RANDOM, name, seed)
+    return ModelSource(SCRATCH_COPIED if copied else SCRATCH_RANDOM, name, seed)
 
 
 def _encoder(name: str, seed: int, copied: bool) -> Encoder:
