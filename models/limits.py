@@ -1,48 +1,111 @@
-"""Every memory and size budget of the app, in one place (bytes unless the name says otherwise)."""
+"""Every budget and limit of the app, stated once (bytes unless the name says otherwise).
+
+A limit here bounds what the server keeps (memory, disk, entries of a store) or what one request
+may ask of it (characters, tokens, rows, steps). Two kinds of number stay beside their code: chunk
+sizes that only split a computation (they bound a moment's memory, not what is kept or accepted),
+and what a figure draws (viz/ reads nothing from models/ but records).
+"""
 
 from __future__ import annotations
 
+KIB = 2**10
 MIB = 2**20
 GIB = 2**30
 
-# Computed traces (records and what views derive from them) kept for reuse across sessions.
+# --- Text -----------------------------------------------------------------------------------------
+# The one text limit: the sidebar's text and second sentence, a link's text, every page's own text
+# box and each row of a data set to fine-tune on are cut (or, for a data set's row, refused) here.
+MAX_TEXT_CHARS = 20_000
+# A page's own text box is written into a link only up to this many characters (longer is data,
+# not a setting); the box itself still accepts MAX_TEXT_CHARS.
+LINK_CONTROL_CHARS = 500
+# A model name or folder longer than this is refused before it reaches the file system.
+MODEL_NAME_CHARS = 1024
+# The largest seed of the from-scratch encoder's random weights (the sidebar's and a link's).
+MAX_SEED = 2**31 - 1
+
+# --- The stores of computed values (models/store/stores.py declares each with its budget) -------
+# Traces (records and the views derived from them), shared by every session.
 TRACE_CACHE_BYTES = 512 * MIB
-# One trace may not exceed this (the decoder's token limit is chosen so it does not).
-TRACE_BYTES = 160 * MIB
-# From-scratch encoders kept at once (one per seed typed; about 20-40 MB each with a BERT vocabulary).
-SCRATCH_ENCODERS = 4
-# Per-input results of the other pages, each store least-recently-used by bytes (ui/byte_caches.py,
-# ui/layer_walk_cache.py, ui/finetune_cache.py): what a classroom types cannot grow them further.
 # Ablations, knockouts and detector runs (one decoder comparison at its token limit is ~270 MB).
 ANALYSIS_CACHE_BYTES = 320 * MIB
 # Teaching pages, translations, fine-tuning before/after, layer walks and generations.
 RESULT_CACHE_BYTES = 256 * MIB
 # Random from-scratch encoders of the layer-walk page (~90 MB at width 384 with BERT's vocabulary).
 WALK_ENCODER_BYTES = 128 * MIB
-# Classifiers fine-tuned on this server (a MiniLM copy is ~90 MB). The newest is kept even alone
-# over this budget (it is at most a MODEL_BYTES model and its head).
+# Classifiers fine-tuned on this server (a MiniLM copy is ~90 MB); the newest stays even alone
+# over this (it is at most a MODEL_BYTES model and its head, and a session is about to use it).
 FINETUNED_BYTES = 256 * MIB
-# Hugging Face encoder–decoders loaded on the cross-attention page kept at once (each refused
-# above MODEL_BYTES like every model); loading another unloads the least recently used.
+# Fine-tuned classifiers kept at once, within FINETUNED_BYTES.
+FINETUNED_MODELS = 4
+# Training keys whose encoder and data names are remembered (a few hundred bytes each).
+TRAINING_NAMES = 256
+# User-loaded Hugging Face encoders and decoders kept at once (the embedded MiniLM and SmolLM2 are
+# pinned on top); each is at most MODEL_BYTES, so this bounds their memory.
+LOADED_MODELS = 2
+# From-scratch encoders kept at once (one per seed typed, or with weights copied in; 20-40 MB each).
+SCRATCH_ENCODERS = 4
+# Hugging Face encoder–decoders of the cross-attention page kept at once (each <= MODEL_BYTES).
 SEQ2SEQ_MODELS = 1
-# The sidebar's text is cut to this many characters before any tokenizer sees it.
-MAX_TEXT_CHARS = 20_000
+# Keys a store remembers having dropped, for a notice or a test (the latest ones).
+EVICTIONS_REMEMBERED = 64
 
-# Loading a model (models/loading/loader_checks.py, models/loading/weight_checks.py, models/loading/loaded_models.py).
+# --- Loading a model (models/loading/) ------------------------------------------------------------
 # A model whose float32 parameters (estimated from its config.json before anything is built)
 # would take more than this is refused: about 268 million parameters.
 MODEL_BYTES = 1 * GIB
-# User-loaded models kept at once (the embedded MiniLM and SmolLM2 are kept on top of these);
-# loading another unloads the least recently used.
-LOADED_MODELS = 2
-# A model name or folder longer than this is refused before it reaches the file system.
-MODEL_NAME_CHARS = 1024
 # A safetensors header (JSON listing the tensors) larger than this is refused unread.
 SAFETENSORS_HEADER_BYTES = 16 * MIB
+# A decoder's token limit is cut so one record's float32 attentions (every layer and head) fit here.
+DECODER_ATTENTION_BYTES = 128 * MIB
+# Free disk kept beyond the converted SmolLM2 itself when it is converted.
+CONVERSION_DISK_MARGIN_BYTES = 64 * MIB
+# A Hugging Face encoder–decoder reads at most this many source tokens (what its views draw well).
+MAX_SOURCE_TOKENS = 128
+# ... and writes or is given at most this many target tokens.
+MAX_TARGET_TOKENS = 64
 
-# Long inputs (models/hooks/streaming.py): a long input keeps per-layer reductions, never its full maps,
-# so a decoder reads up to this many tokens (or its own position limit, when smaller).
+# --- What one request may ask for -----------------------------------------------------------------
+# What one batched forward of the head-importance grid may keep (every layer's weights, and a
+# masked LM's logits); long inputs get smaller batches.
+GRID_BUDGET_BYTES = 256 * MIB
+# Most new tokens one generation may ask for.
+MAX_NEW_TOKENS = 100
+# Most epochs of one fine-tuning (the model's check) ...
+MAX_EPOCHS = 30
+# ... and what the fine-tuning page offers (a few minutes of training on two cores).
+PAGE_EPOCHS = 8
+# Fewest steps of the toy translator's "retrain and watch" ...
+MIN_RETRAIN_STEPS = 20
+# ... and most (about a minute on two cores).
+MAX_RETRAIN_STEPS = 600
+# Sentences in the layer-walk page's from-scratch batch ...
+WALK_BATCH = 32
+# ... tokens per sentence (the pretrained walk reads the model's own limit) ...
+WALK_TOKENS = 128
+# ... and layers of its from-scratch encoder.
+WALK_SCRATCH_LAYERS = 6
+
+# --- Long inputs (models/hooks/streaming.py) ------------------------------------------------------
+# A long input keeps per-layer reductions, never its full maps, so a decoder reads up to this many
+# tokens (or its own position limit, when smaller).
 LONG_TOKENS = 4096
 # Each long input's per-layer inputs are kept on disk (SmolLM2 at 4,096 tokens: 283 MB) so any
 # head can be computed again exactly in a fraction of a second; at most this much disk in all.
 LONG_INPUT_DISK_BYTES = 2 * GIB
+
+# --- Files ----------------------------------------------------------------------------------------
+# Every export file on disk at once. Below Streamlit's 1 GB: a static folder larger than that at
+# start switches static serving off (bootstrap.MAX_APP_STATIC_FOLDER_SIZE).
+EXPORT_DISK_BYTES = 768 * MIB
+# One export file: Streamlit's static serving answers 404 above 200 MB (MAX_APP_STATIC_FILE_SIZE),
+# so an export that would grow past this is stopped and removed.
+MAX_EXPORT_BYTES = 200 * MIB
+# An export at most this large is written when the page draws; a larger one waits for a click.
+CHEAP_EXPORT_BYTES = 2 * MIB
+# An uploaded data set to fine-tune on (a CSV) ...
+UPLOAD_BYTES = 256 * KIB
+# ... has at most this many rows (a full fine-tune of MiniLM on them stays within a few minutes) ...
+LABELLED_ROWS = 1000
+# ... and at most this many classes.
+LABELLED_CLASSES = 10

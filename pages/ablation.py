@@ -1,5 +1,6 @@
 import streamlit as st
 
+from models.limits import MAX_TEXT_CHARS
 from models.experiments.ablation import (ABLATION_MODES, CLASS_PROBABILITY, MASKED_WORD, MEAN, ZERO,
                              NoPrediction, no_prediction_message)
 from ui import analysis_cache, charts, finetune_cache
@@ -54,7 +55,7 @@ if subject == CLASSIFIER:
     key = st.selectbox("Fine-tuned classifier (trained on this server)", list(classifiers),
                        key="ablation_classifier",
                        format_func=lambda k: classifiers[k].description)
-    source, pair = analysis_cache.classifier_of(given.encoder_name, classifiers[key]), ""
+    source, pair = analysis_cache.classifier_of(classifiers[key]), ""
     kind = CLASS_PROBABILITY
 if kind is None:
     st.warning(plain(no_prediction_message(source.label)))
@@ -86,7 +87,7 @@ elif kind == MASKED_WORD:
                      "asked for the masked word."))
 else:
     top = analysis_cache.baseline(source, text, pair, None)
-    word = st.text_input("Next token to follow", key="ablation_target",
+    word = st.text_input("Next token to follow", key="ablation_target", max_chars=MAX_TEXT_CHARS,
                          placeholder=top.target.text.strip(),
                          help="Empty: the model's own most probable next token.")
     target_id = top.target.token_id

@@ -1,7 +1,7 @@
 import streamlit as st
 
 from models.errors import ModelLoadError
-from models.loading.source import Kind
+from models.limits import MAX_TEXT_CHARS
 from ui import charts
 from ui import cache, teaching_cache as teach
 from ui.routing import through_app
@@ -24,7 +24,7 @@ intro.markdown(
 
 given = sidebar_input()
 text, pair, name = given.text, given.pair, given.encoder_name
-seed = given.source.seed if given.source.kind is Kind.SCRATCH_RANDOM else 0
+seed = given.source.seed  # 0 unless the sidebar's kind is seeded
 WEIGHTS = {"random": f"Random weights (seed {seed})",
            "copied": f"{name}'s pretrained weights, copied in"}
 choice = intro.radio("Weights of the from-scratch encoder", list(WEIGHTS),
@@ -92,10 +92,11 @@ st.markdown(
     "are computed too but nothing reads them."
 )
 first_column, second_column = st.columns(2)
-first = first_column.text_input("First sentence", "The cat sat.", key="masks_first")
+first = first_column.text_input("First sentence", "The cat sat.", key="masks_first",
+                                max_chars=MAX_TEXT_CHARS)
 second = second_column.text_input("Second sentence",
                                   "A much longer sentence about the dog that chased the cat.",
-                                  key="masks_second")
+                                  key="masks_second", max_chars=MAX_TEXT_CHARS)
 forget = st.checkbox("Leave the padding mask out", key="masks_forget")
 if not first.strip() or not second.strip():
     st.info("Type two sentences to batch them.")

@@ -3,7 +3,8 @@ from ui.routing import through_app
 import streamlit as st
 
 from models.errors import ModelLoadError
-from models.loading.hf_seq2seq import DEFAULT_NEW_TOKENS, MAX_TARGET_TOKENS
+from models.limits import MAX_TARGET_TOKENS, MAX_TEXT_CHARS, MODEL_NAME_CHARS
+from models.loading.hf_seq2seq import DEFAULT_NEW_TOKENS
 from models.teaching.translation_task import EXAMPLE_SENTENCES, SPECIALS
 from ui import charts
 from ui import seq2seq_cache as cache
@@ -67,7 +68,7 @@ controls.expander("The two stacks").markdown(
 choice = controls.radio("Model", list(MODEL_LABELS), format_func=MODEL_LABELS.get,
                         key="xattn_model")
 source = controls.text_input("Source sentence (English)", value=EXAMPLE_SENTENCES[0],
-                             key="xattn_source", max_chars=600)
+                             key="xattn_source", max_chars=MAX_TEXT_CHARS)
 run = translator = None
 if choice == TOY:
     with picture:  # training, the first time on a machine, shows its progress here
@@ -97,13 +98,14 @@ else:
                      "is online or has it in its Hugging Face cache; with no internet, use a "
                      "local folder.")
     controls.text_input("Hugging Face id or local folder", key="xattn_hf_input",
+                        max_chars=MODEL_NAME_CHARS,
                         placeholder="Helsinki-NLP/opus-mt-en-fr or /path/to/folder")
     controls.button("Load", key="xattn_hf_load", on_click=_load_hf)
     message = st.session_state.get(HF_MESSAGE)
     if message:
         (controls.error if message[0] == "error" else controls.success)(plain(message[1]))
     target = controls.text_input("Target text (optional: leave empty and the model writes its "
-                                 "own)", key="xattn_target", max_chars=600)
+                                 "own)", key="xattn_target", max_chars=MAX_TEXT_CHARS)
     new_tokens = controls.slider("Tokens to write", 1, MAX_TARGET_TOKENS, DEFAULT_NEW_TOKENS,
                                  key="xattn_new_tokens", disabled=bool(target.strip()))
     name = st.session_state.get(HF_NAME)

@@ -1,6 +1,7 @@
 import streamlit as st
 
 from models.errors import ModelLoadError
+from models.limits import WALK_BATCH, WALK_SCRATCH_LAYERS, WALK_TOKENS
 from models.teaching.layer_walk import WalkMismatch, WalkUnavailable
 from ui import cache, charts
 from ui.layer_walk_cache import pretrained_walk, scratch_walk
@@ -10,9 +11,6 @@ from viz.layer_walk import head_map, matrices_figure, shape_text, steps_figure, 
 
 HIDDEN_SIZES = (32, 64, 96, 128, 256, 384)  # 384 x 6 layers: about 90 MB of weights
 HEAD_COUNTS = (1, 2, 3, 4, 6, 8, 12, 16)
-MAX_BATCH = 32
-MAX_LENGTH = 128
-MAX_SCRATCH_LAYERS = 6
 PRETRAINED, SCRATCH = "pretrained", "scratch"
 
 
@@ -56,15 +54,15 @@ if kind == SCRATCH:
         st.session_state["encoder_layer_heads"] = 8 if 8 in allowed_heads else allowed_heads[-1]
     heads = head_column.selectbox("Heads H", allowed_heads, key="encoder_layer_heads")
     head_column.caption(f"Head size d_k = D / H = {hidden // heads}")
-    layers = layer_column.number_input("Layers", 1, MAX_SCRATCH_LAYERS, 2,
+    layers = layer_column.number_input("Layers", 1, WALK_SCRATCH_LAYERS, 2,
                                        key="encoder_layer_layers")
     norm_style = norm_column.radio("Layer norm", ("post", "pre"), key="encoder_layer_norm",
                                    format_func={"post": "after each sum (BERT)",
                                                 "pre": "before each sub-layer"}.get)
     batch_column, length_column, seed_column = st.columns(3)
-    batch_size = batch_column.number_input("Batch size B", 1, MAX_BATCH, 16,
+    batch_size = batch_column.number_input("Batch size B", 1, WALK_BATCH, 16,
                                            key="encoder_layer_batch")
-    length = length_column.number_input("Tokens per sentence T", 4, MAX_LENGTH, 32,
+    length = length_column.number_input("Tokens per sentence T", 4, WALK_TOKENS, 32,
                                         key="encoder_layer_length")
     seed = seed_column.number_input("Seed", 0, 2**31 - 1, 0, key="encoder_layer_seed")
     count = int(layers)

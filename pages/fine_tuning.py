@@ -3,8 +3,8 @@ import streamlit as st
 from models.errors import ModelLoadError, first_sentence
 from models.experiments.finetune import (DEFAULT_EPOCHS, PRETRAINED, SCRATCH, SCRATCH_EPOCH_FACTOR,
                              default_settings)
-from models.experiments.labelled_data import (MAX_BYTES, MAX_ROWS, LabelledDataError, load_shipped,
-                                  parse_csv)
+from models.experiments.labelled_data import LabelledDataError, load_shipped, parse_csv
+from models.limits import KIB, LABELLED_ROWS, PAGE_EPOCHS, UPLOAD_BYTES
 from ui import charts, finetune_cache
 from ui.routing import through_app
 from ui.state import sidebar_input
@@ -14,7 +14,6 @@ from viz.training import (accuracy_figure, accuracy_table, before_after_maps, ch
                           probabilities_figure)
 
 SHIPPED, UPLOADED = "shipped", "uploaded"
-MAX_EPOCHS_HERE = 8
 TABLE_PX = 390  # about ten rows visible; the rest scroll
 REQUEST = "fine_tuning_request"  # session key: the training keys the train button asked for
 
@@ -38,8 +37,8 @@ source = st.radio("Labelled sentences", (SHIPPED, UPLOADED), horizontal=True,
 if source == UPLOADED:
     upload = st.file_uploader("CSV with two columns: text, label (a whole number per class)",
                               type=["csv"], key="fine_tuning_upload")
-    st.caption(f"At most {MAX_ROWS} rows and {MAX_BYTES // 1024} KB; a header row is optional; "
-               "a quarter of each class is held out to measure accuracy.")
+    st.caption(f"At most {LABELLED_ROWS} rows and {UPLOAD_BYTES // KIB} KB; a header row is "
+               "optional; a quarter of each class is held out to measure accuracy.")
     if upload is None:
         st.info("Choose a CSV file to train on it.")
         st.stop()
@@ -56,7 +55,7 @@ st.caption(f"{data.name}: {data.train_size} sentences to train on, {data.held_ou
 charts.show(data_figure(data.class_names, data.split_counts(False), data.split_counts(True)),
             key="fine_tuning_data_counts")
 
-epochs = st.slider("Epochs (passes over the training sentences)", 1, MAX_EPOCHS_HERE,
+epochs = st.slider("Epochs (passes over the training sentences)", 1, PAGE_EPOCHS,
                    DEFAULT_EPOCHS, key="fine_tuning_epochs",
                    help=f"The from-scratch encoder gets {SCRATCH_EPOCH_FACTOR} times as many: "
                         "it is smaller and faster, and starts from nothing.")

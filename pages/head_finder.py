@@ -1,5 +1,6 @@
 import streamlit as st
 
+from models.limits import MAX_TEXT_CHARS
 from models.analysis.head_finder import (TokenNotFound, every_position, find_spans, locate,
                                   parse_token_list, query_to_keys, rows_to_keys,
                                   strongest_in_rows, strongest_keys)
@@ -40,9 +41,10 @@ else:
     found_in, tokens, causal = record, record.tokens, "causal" in record.masks
     num_layers, num_heads, source_label = record.num_layers, record.num_heads, record.source
 left, right = st.columns(2)
-query_text = left.text_input("Query token", key="finder_query", placeholder="he")
+query_text = left.text_input("Query token", key="finder_query", placeholder="he",
+                             max_chars=MAX_TEXT_CHARS)
 keys_text = right.text_input("Key tokens (separate several with commas)", key="finder_keys",
-                             placeholder="Mario")
+                             placeholder="Mario", max_chars=MAX_TEXT_CHARS)
 key_words = parse_token_list(keys_text)
 if not query_text.strip() or not key_words:
     st.info("Type a query token and at least one key token from the sentence: for "

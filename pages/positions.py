@@ -3,7 +3,6 @@ import streamlit as st
 from models.errors import ModelLoadError
 from ui import charts
 from ui import teaching_cache as teach
-from models.loading.source import Kind
 from ui.state import decoder_with_progress, sidebar_input
 from ui.text import plain
 from viz.positions import similarity_heatmap, sinusoid_heatmap
@@ -63,7 +62,7 @@ except ModelLoadError as error:
     learned_column.error(plain(str(error)))
 
 given = sidebar_input()
-if given.source.kind is Kind.DECODER:
+if given.source.causal:
     st.subheader("Rotary positions: how the decoder knows where a token is")
     st.markdown(
         "The causal decoder in the sidebar adds **no** position vector at all. Instead, just before "

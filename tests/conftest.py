@@ -56,14 +56,16 @@ def browser():
 def decoder_runner(smollm2_model):
     """The embedded SmolLM2 as a model source, loaded once for the session."""
     from models.loading.decoder import DEFAULT_DECODER
-    from models.loading.source import Kind, ModelSource
+    from models.loading.kinds import DECODER
+    from models.loading.source import ModelSource
 
-    return ModelSource(Kind.DECODER, DEFAULT_DECODER).load(decoder=lambda name: smollm2_model)
+    return ModelSource(DECODER, DEFAULT_DECODER).load(decoder=lambda name: smollm2_model)
 
 
 @pytest.fixture(scope="session")
 def encoder_runner(default_model):
     """The embedded MiniLM as a model source, loaded once for the session."""
-    from models.loading.source import Kind, ModelSource
+    from models.loading.kinds import PRETRAINED
+    from models.loading.source import ModelSource
 
-    return ModelSource(Kind.ENCODER, DEFAULT_MODEL).load(pretrained=lambda name: default_model)
+    return ModelSource(PRETRAINED, DEFAULT_MODEL).load(pretrained=lambda name: default_model)

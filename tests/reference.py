@@ -20,15 +20,17 @@ def reference_attentions(loaded: LoadedModel, text: str, pair: str | None = None
 
 def encoder_record(loaded: LoadedModel, text: str, pair: str | None = None):
     """The app's one run path (models/loading/source.py) for a loaded pretrained encoder: its record."""
-    from models.loading.source import Kind, ModelSource
+    from models.loading.kinds import PRETRAINED
+    from models.loading.source import ModelSource
 
-    runner = ModelSource(Kind.ENCODER, loaded.name).load(pretrained=lambda name: loaded)
+    runner = ModelSource(PRETRAINED, loaded.name).load(pretrained=lambda name: loaded)
     return runner.run(text, pair).record
 
 
 def decoder_record(loaded: LoadedModel, text: str, pair: str | None = None):
     """The app's one run path (models/loading/source.py) for a loaded causal decoder: its record."""
-    from models.loading.source import Kind, ModelSource
+    from models.loading.kinds import DECODER
+    from models.loading.source import ModelSource
 
-    runner = ModelSource(Kind.DECODER, loaded.name).load(decoder=lambda name: loaded)
+    runner = ModelSource(DECODER, loaded.name).load(decoder=lambda name: loaded)
     return runner.run(text, pair).record

@@ -9,7 +9,8 @@ import pytest
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 
 from models.loading.pretrained import DEFAULT_MODEL
-from models.loading.source import Kind, ModelSource
+from models.loading.kinds import PRETRAINED
+from models.loading.source import ModelSource
 from tests.app_support import figures, run_page, texts
 from ui import cache
 from viz.rollout import attention_rollout, head_average
@@ -21,7 +22,7 @@ LAYERS, HEADS = 6, 12
 
 
 def sidebar_record(text: str = TEXT, pair: str = ""):
-    return cache.record(ModelSource(Kind.ENCODER, DEFAULT_MODEL), text, pair)
+    return cache.record(ModelSource(PRETRAINED, DEFAULT_MODEL), text, pair)
 
 
 def z(figure: dict) -> np.ndarray:

@@ -1,9 +1,13 @@
-"""Every per-input cache of the pages is bounded in bytes.
+"""The one store of computed values (models/store/byte_cache.py), its keys, and every per-input
+cache of the pages going through it.
 
-For each cache: one entry's reported size is within a sane factor of the arrays it really holds,
-and filling its store beyond a small budget (monkeypatched) drops the least recently used entries
-while the bytes held never pass the budget. Only the cheapest inputs run: tiny models built here,
-MiniLM on a few words, small from-scratch encoders.
+The store: least recently used out within its budget in bytes or entries, a value larger than the
+budget handed out and not kept (or kept alone with `keep_newest`), pinned values outside the
+budget, one computation per key whatever the threads, freed memory handed back on eviction.
+For each cache of the pages: one entry's measured size is within a sane factor of the arrays it
+really holds, and filling its store beyond a small budget (a store swapped in for the named one)
+drops the least recently used entries while the bytes held never pass the budget. Only the
+cheapest inputs run: tiny models built here, MiniLM on a few words, small from-scratch encoders.
 """
 
 from __future__ import annotations
@@ -24,18 +28,21 @@ from transformers import GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast
 from models.experiments import ablation
 
 from models import limits
-from models.store.byte_cache import ByteBudgetCache, array_bytes
+from models.store import byte_cache, stores
+from models.store.byte_cache import Budget, Store, array_bytes
+from models.store.keys import result_key
 from models.experiments.classifier import pretrained_classifier
 from models.experiments.finetune import PRETRAINED, default_settings, finetune
 from models.experiments.generation import GenerationSettings
 from models.loading.hf_seq2seq import load_seq2seq, run_seq2seq
 from models.experiments.labelled_data import load_shipped
-from models.loading.pretrained import DEFAULT_MODEL
-from models.loading.source import Kind, ModelSource
+from models.loading.pretrained import DEFAULT_MODEL, LoadedModel
+from models.loading import kinds
+from models.loading.source import ModelSource
 from models.teaching.trained_translator import cache_folder, is_cached, save
 from tests.test_hf_seq2seq import build
-from ui import (analysis_cache, byte_caches, finetune_cache, generation_cache, layer_walk_cache,
-                seq2seq_cache, teaching_cache)
+from ui import (analysis_cache, byte_caches, cache, finetune_cache, generation_cache,
+                layer_walk_cache, seq2seq_cache, teaching_cache)
 
 SLACK = 64 * 1024  # Python objects around the arrays (tokens, candidates, keys)
 TEXT = "Time flies like an arrow."
@@ -47,6 +54,8 @@ TARGETS = ("la voiture rouge", "la voiture verte", "elle voit rouge", "elle voit
 TARGET = 100  # a token id of the tiny decoder, as the next token
 TOY_SENTENCES = ("the red car is fast", "the green car is slow", "the blue car is fast",
                  "the black dog is slow", "the white cat is fast", "the red ball is round")
+ARRAY = 40_000  # bytes of one test value's array
+AROUND = 2_000  # what the store measures around it (the key, the object holding the array)
 
 
 # --- measuring ------------------------------------------------------------------------------------
@@ -72,6 +81,152 @@ class Pair:
 def test_array_bytes_walks_dataclasses_and_containers():
     value = Pair(np.ones(1000), (np.ones(500), np.ones(500)))
     assert 16_000 <= array_bytes({"kept": [value]}) < 16_000 + 2_000
+
+
+class Stated:
+    """A value whose class states what it holds (as a trace does for what it computes lazily)."""
+
+    def __init__(self, held: int):
+        self.held = held
+        self.small = np.zeros(10)  # not walked: the statement is what counts
+
+    @property
+    def nbytes(self) -> int:
+        return self.held
+
+
+def test_a_value_that_states_its_size_is_counted_by_that_statement():
+    assert 1_000_000 <= array_bytes(Stated(1_000_000)) < 1_000_000 + 200
+    assert array_bytes((Stated(5_000), np.zeros(1000))) >= 5_000 + 8_000
+
+
+# --- the store ------------------------------------------------------------------------------------
+
+
+def value(tag: int = 0) -> np.ndarray:
+    return np.full(ARRAY // 8, tag, dtype=np.float64)
+
+
+def test_the_store_keeps_within_its_budget_and_drops_the_least_recently_used():
+    store = Store("test", Budget(bytes=2 * ARRAY + 3 * AROUND))
+    for key in "abc":
+        store.get(key, value)
+    assert store.keys() == ("b", "c") and store.evicted() == ("a",)
+    assert 2 * ARRAY <= store.total_bytes <= store.budget.bytes
+    store.get("b", lambda: pytest.fail("kept: not computed again"))  # b is now the most recent
+    store.get("d", value)
+    assert store.keys() == ("b", "d") and store.total_bytes <= store.budget.bytes
+
+
+def test_a_value_larger_than_the_budget_is_handed_out_and_not_kept():
+    store = Store("test", Budget(bytes=2 * ARRAY))
+    store.get("small", lambda: np.zeros(100))
+    huge = store.get("huge", lambda: np.zeros(ARRAY))  # 8 x ARRAY bytes
+    assert huge.nbytes == 8 * ARRAY and "huge" not in store and store.keys() == ("small",)
+
+
+def test_keep_newest_keeps_the_newest_value_alone_over_the_budget():
+    store = Store("test", Budget(bytes=2 * ARRAY + 3 * AROUND, keep_newest=True))
+    store.put("a", value())
+    store.put("b", value())
+    store.put("big", np.zeros(ARRAY))  # 8 x ARRAY bytes
+    assert store.keys() == ("big",) and store.total_bytes > store.budget.bytes
+    store.put("c", value())  # the big one goes as soon as something newer comes
+    assert store.keys() == ("c",)
+
+
+def test_a_count_budget_keeps_that_many_and_pinned_values_on_top():
+    store = Store("test", Budget(entries=2))
+    store.get("built-in", lambda: "pinned model", pinned=True)
+    for index in range(5):
+        store.get(f"m{index}", lambda index=index: f"model {index}")
+    store.get("m3", lambda: pytest.fail("kept, not loaded again"))
+    assert store.keys() == ("m4", "m3") and store.pinned() == ("built-in",)
+    assert store.evicted() == ("m0", "m1", "m2") and "built-in" in store and len(store) == 3
+    assert store.peek("built-in") == "pinned model" and store.peek("m0") is None
+
+
+def test_the_budget_bounds_bytes_and_entries_together():
+    store = Store("test", Budget(bytes=10 * ARRAY, entries=2))
+    for key in "abc":
+        store.put(key, value())
+    assert store.keys() == ("b", "c")  # the count bound, though the bytes would fit
+    with pytest.raises(ValueError):
+        Budget()
+    with pytest.raises(ValueError):
+        Budget(bytes=0)
+
+
+def test_dropping_values_hands_freed_memory_back(monkeypatch):
+    calls = []
+    monkeypatch.setattr(byte_cache, "release_freed_memory", lambda: calls.append(1))
+    store = Store("test", Budget(entries=1))
+    store.put("a", value())
+    assert not calls  # nothing dropped yet
+    store.put("b", value())
+    assert len(calls) == 1 and store.keys() == ("b",)
+    store.forget("b")
+    assert len(calls) == 2 and len(store) == 0
+
+
+def test_the_store_computes_a_key_once_for_concurrent_callers():
+    store = Store("test", Budget(bytes=limits.GIB))
+    calls = []
+
+    def slow():
+        calls.append(1)
+        time.sleep(0.2)
+        return value(7)
+
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(store.get("k", slow)))
+               for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(calls) == 1 and len(results) == 4 and all(r is results[0] for r in results)
+
+
+def test_a_failed_computation_reaches_every_waiter_and_is_not_kept():
+    store = Store("test", Budget(entries=2))
+    started, release = threading.Event(), threading.Event()
+    errors = {}
+
+    def broken():
+        started.set()
+        release.wait()
+        raise ValueError("bad input")
+
+    def ask(name: str, compute) -> None:
+        try:
+            store.get("x", compute)
+        except ValueError as error:
+            errors[name] = str(error)
+
+    first = threading.Thread(target=ask, args=("first", broken))
+    first.start()
+    started.wait()
+    second = threading.Thread(target=ask, args=(
+        "second", lambda: pytest.fail("the first computation is still running")))
+    second.start()
+    time.sleep(0.1)  # the second is waiting for the first computation
+    release.set()
+    first.join()
+    second.join()
+    assert errors == {"first": "bad input", "second": "bad input"} and "x" not in store
+    assert store.get("x", lambda: "tried again") == "tried again"
+
+
+def test_result_keys_name_what_was_computed_and_refuse_unhashable_parts():
+    source = ModelSource(kinds.PRETRAINED, DEFAULT_MODEL)
+    assert result_key("trace", source, "a b", "") == result_key("trace", source, "a b", "")
+    assert result_key("trace", source, "a b", "") != result_key("view", source, "a b", "")
+    assert len({result_key("row", 64, 256, 0), result_key("row", 64, 256, 1)}) == 2
+    with pytest.raises(TypeError, match="'row' key"):
+        result_key("row", np.zeros(3))
+    with pytest.raises(ValueError):
+        result_key("")
 
 
 # --- the models the cases run on ------------------------------------------------------------------
@@ -132,22 +287,20 @@ def walk_bytes(walk) -> int:
 @dataclass(frozen=True)
 class Case:
     """`call(models, i)` makes entry i (entries of one case have the same shapes); `real(value)`
-    is what its arrays hold; `store` names the store factory it lands in."""
+    is what its arrays hold; `store` names the store of models.store.stores it lands in."""
 
     name: str
-    store: tuple[Any, str]
+    store: str
     call: Callable[[dict, int], Any]
     real: Callable[[Any], int]
 
 
 def decoder(models: dict) -> ModelSource:
-    return ModelSource(Kind.DECODER, models["decoder"])
+    return ModelSource(kinds.DECODER, models["decoder"])
 
 
-ANALYSES = (byte_caches, "analyses")
-RESULTS = (byte_caches, "results")
-ENCODERS = (layer_walk_cache, "_encoders")
-MINILM = ModelSource(Kind.ENCODER, DEFAULT_MODEL)
+ANALYSES, RESULTS, ENCODERS = "ANALYSES", "RESULTS", "WALK_ENCODERS"
+MINILM = ModelSource(kinds.PRETRAINED, DEFAULT_MODEL)
 WORDS = ("time", "fruit", "arrow", "banana", "flies", "like")
 
 CASES = [
@@ -234,29 +387,29 @@ def models(default_model, tiny_decoder, tiny_seq2seq, tiny_result, toy_on_disk) 
             "runs": [(r.encoder, r.decoder, r.cross) for r in runs]}
 
 
-class CountingCache(ByteBudgetCache):
-    """A ByteBudgetCache that counts its computations (a miss computes; a hit does not)."""
+class CountingStore(Store):
+    """A Store that counts its computations (a miss computes; a hit does not)."""
 
     def __init__(self, budget_bytes: int):
-        super().__init__(budget_bytes)
+        super().__init__("counting", Budget(bytes=budget_bytes))
         self.computed = 0
         self.largest_total = 0
 
-    def get(self, key, compute):
+    def get(self, key, compute, pinned=False):
         def counted():
             self.computed += 1
             return compute()
-        return super().get(key, counted)
+        return super().get(key, counted, pinned)
 
-    def _store(self, key, value) -> None:
-        super()._store(key, value)
+    def put(self, key, value, pinned=False) -> None:
+        super().put(key, value, pinned)
         self.largest_total = max(self.largest_total, self.total_bytes)
 
 
-def use_store(monkeypatch, case: Case, budget: int) -> CountingCache:
-    store = CountingCache(budget)
-    module, name = case.store
-    monkeypatch.setattr(module, name, lambda: store)
+def use_store(monkeypatch, case: Case, budget: int) -> CountingStore:
+    """A counting store in place of the named one (every cache reads `stores.NAME` when used)."""
+    store = CountingStore(budget)
+    monkeypatch.setattr(stores, case.store, store)
     return store
 
 
@@ -298,7 +451,7 @@ def test_filling_a_store_drops_the_least_recently_used_within_its_budget(case, m
     assert len(store) == 2 and store.largest_total <= budget
 
 
-# --- the stores that are not ByteBudgetCaches -----------------------------------------------------
+# --- the stores bounded in number too ---------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -310,13 +463,23 @@ def fake_result(size: int) -> FakeResult:
     return FakeResult(nn.Linear(size, size, bias=False))
 
 
+def trained_models(budget: Budget) -> finetune_cache.TrainedModels:
+    return finetune_cache.TrainedModels(Store("fine-tuned", budget))
+
+
+def test_the_declared_finetune_store_keeps_the_newest_within_its_limits():
+    assert stores.FINETUNED.budget == Budget(bytes=limits.FINETUNED_BYTES,
+                                             entries=limits.FINETUNED_MODELS, keep_newest=True)
+    assert finetune_cache.store().results is stores.FINETUNED
+
+
 def test_fine_tuned_models_are_bounded_in_bytes_least_recent_out():
-    one = array_bytes(fake_result(100))  # about 40 KB of weights
-    store = finetune_cache.TrainedModels(capacity=10, budget_bytes=int(2.5 * one))
+    one = array_bytes(("a", fake_result(100)))  # about 40 KB of weights
+    store = trained_models(Budget(bytes=int(2.5 * one), entries=10, keep_newest=True))
     for key in "abc":
         store.put(key, fake_result(100))
-        assert store.total_bytes <= store.budget_bytes
-    assert store.get("a") is None and len(store) == 2
+        assert store.results.total_bytes <= store.results.budget.bytes
+    assert store.get("a") is None and len(store.results) == 2
     assert store.get("b") is not None  # now the most recently used
     store.put("d", fake_result(100))
     assert store.get("c") is None and store.get("b") is not None and store.get("d") is not None
@@ -325,10 +488,10 @@ def test_fine_tuned_models_are_bounded_in_bytes_least_recent_out():
 
 
 def test_the_finetune_store_reports_a_real_classifier_size(tiny_result):
-    store = finetune_cache.TrainedModels(capacity=2, budget_bytes=limits.GIB)
+    store = trained_models(Budget(bytes=limits.GIB, entries=2, keep_newest=True))
     store.put("key", tiny_result)
     real = sum(p.nbytes for p in tiny_result.classifier.parameters())
-    assert real <= store.total_bytes <= 2 * real + SLACK
+    assert real <= store.results.total_bytes <= 2 * real + SLACK
 
 
 def test_encoder_decoders_are_kept_by_what_they_are_and_bounded(monkeypatch, tmp_path):
@@ -336,16 +499,16 @@ def test_encoder_decoders_are_kept_by_what_they_are_and_bounded(monkeypatch, tmp
 
     def load(name: str):
         loads.append(name)
-        return object()
+        return LoadedModel(name=name, model=nn.Linear(2, 2), tokenizer=None, max_tokens=8)
 
-    monkeypatch.setattr(seq2seq_cache, "load_seq2seq", load)
-    monkeypatch.setattr(seq2seq_cache, "_models",
-                        lambda registry=seq2seq_cache.LoadedModels(limits.SEQ2SEQ_MODELS): registry)
+    monkeypatch.setattr(cache, "load_seq2seq", load)
+    monkeypatch.setattr(stores, "SEQ2SEQ_MODELS", Store("test", stores.SEQ2SEQ_MODELS.budget))
     others = [tmp_path / f"other{i}" for i in range(limits.SEQ2SEQ_MODELS)]
     for folder in (tmp_path / "a", *others):
         folder.mkdir()
-    first = seq2seq_cache.hf_model(str(tmp_path / "a"))
-    assert seq2seq_cache.hf_model(f"{tmp_path}//a/.") is first and len(loads) == 1
+    first = seq2seq_cache.hf_model(str(tmp_path / "a"))  # through the seq2seq kind
+    assert first.source == ModelSource(kinds.SEQ2SEQ, str(tmp_path / "a"))
+    assert seq2seq_cache.hf_model(f"{tmp_path}//a/.").model is first.model and len(loads) == 1
     for folder in others:
         seq2seq_cache.hf_model(str(folder))
     seq2seq_cache.hf_model(str(tmp_path / "a"))
@@ -369,7 +532,7 @@ class Rerun(BaseException):
 
 
 def test_a_session_stopped_mid_computation_does_not_stop_the_one_waiting_for_it():
-    store = ByteBudgetCache(limits.GIB)
+    store = Store("test", Budget(bytes=limits.GIB))
     started, release = threading.Event(), threading.Event()
     outcomes = {}
 
@@ -401,12 +564,9 @@ def test_a_session_stopped_mid_computation_does_not_stop_the_one_waiting_for_it(
 
 def test_a_copied_from_scratch_encoder_is_kept_once_whatever_the_seed():
     """The seed only shapes random weights: copies of one model under eight seeds are one copy."""
-    from models.loading.source import Kind, ModelSource
-    from ui import cache
-
-    copies = {id(cache.loaded(ModelSource(Kind.SCRATCH_COPIED, DEFAULT_MODEL, seed)).model)
+    copies = {id(cache.loaded(ModelSource(kinds.SCRATCH_COPIED, DEFAULT_MODEL, seed)).model)
               for seed in range(8)}
     assert len(copies) == 1
-    randoms = {id(cache.loaded(ModelSource(Kind.SCRATCH_RANDOM, DEFAULT_MODEL, seed)).model)
+    randoms = {id(cache.loaded(ModelSource(kinds.SCRATCH_RANDOM, DEFAULT_MODEL, seed)).model)
                for seed in (1, 2)}
     assert len(randoms) == 2

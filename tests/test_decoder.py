@@ -20,7 +20,8 @@ from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 from models.loading import conversion
 from models.scratch.attention import causal_mask, scaled_dot_product_attention
 from models.loading.conversion_cache import MANIFEST, is_complete
-from models.loading.decoder import ATTENTION_BUDGET_BYTES, DEFAULT_DECODER, load_decoder
+from models.limits import DECODER_ATTENTION_BYTES
+from models.loading.decoder import DEFAULT_DECODER, load_decoder
 from models.loading.pretrained import ModelLoadError, default_model_path
 from tests.reference import decoder_record
 
@@ -230,7 +231,7 @@ def test_smollm2_is_30_layers_of_9_query_heads(smollm2):
     assert record.weights.shape == (30, 9, tokens, tokens)
     assert record.masks == ("causal",) and record.source == DEFAULT_DECODER
     assert_causal_and_normalised(record.weights)
-    assert loaded.max_tokens**2 * 30 * 9 * 4 <= ATTENTION_BUDGET_BYTES
+    assert loaded.max_tokens**2 * 30 * 9 * 4 <= DECODER_ATTENTION_BYTES
 
 
 def test_smollm2_tokens_as_the_tokenizer_writes_them_without_bos(smollm2):

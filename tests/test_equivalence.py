@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from models.loading.pretrained import DEFAULT_MODEL
-from models.loading.source import Kind, LoadedSource, ModelSource
+from models.loading.kinds import PRETRAINED, SCRATCH_COPIED
+from models.loading.source import LoadedSource, ModelSource
 from models.loading.tokenize import encode
 from models.scratch.transfer import config_from_bert, encoder_from_bert
 from tests.reference import reference_attentions
@@ -28,14 +29,14 @@ def copied(default_model):
     return encoder_from_bert(default_model.model)
 
 
-def app_record(default_model, kind: Kind, text: str, pair: str | None = None):
+def app_record(default_model, kind: str, text: str, pair: str | None = None):
     """The record the app's one run path gives for `kind` on the input."""
     runner = ModelSource(kind, DEFAULT_MODEL).load(pretrained=lambda name: default_model)
     return runner.run(text, pair).record
 
 
 def scratch_record(encoder, default_model, text: str, pair: str | None = None):
-    runner = LoadedSource(ModelSource(Kind.SCRATCH_COPIED, DEFAULT_MODEL), encoder,
+    runner = LoadedSource(ModelSource(SCRATCH_COPIED, DEFAULT_MODEL), encoder,
                           default_model.tokenizer, 512, "positions")
     return runner.run(text, pair).record
 
@@ -45,7 +46,7 @@ def scratch_record(encoder, default_model, text: str, pair: str | None = None):
 def test_attentions_and_hidden_states_match(default_model, copied, text, pair):
     reference = reference_attentions(default_model, text, pair)
     ours = scratch_record(copied, default_model, text, pair)
-    assert ours.tokens == app_record(default_model, Kind.ENCODER, text, pair).tokens
+    assert ours.tokens == app_record(default_model, PRETRAINED, text, pair).tokens
     assert ours.weights.shape == reference.shape == (6, 12, ours.num_tokens, ours.num_tokens)
     assert np.abs(ours.weights - reference).max() <= TOLERANCE
 
@@ -57,16 +58,16 @@ def test_attentions_and_hidden_states_match(default_model, copied, text, pair):
 
 
 def test_long_inputs_fill_all_512_positions(default_model):
-    record = app_record(default_model, Kind.ENCODER, LONG_TEXT)
+    record = app_record(default_model, PRETRAINED, LONG_TEXT)
     assert record.num_tokens == 512
     full = len(default_model.tokenizer(LONG_TEXT, verbose=False)["input_ids"])
     assert record.dropped_tokens == full - 512 > 0
-    pair = app_record(default_model, Kind.ENCODER, LONG_TEXT, LONG_TEXT)
+    pair = app_record(default_model, PRETRAINED, LONG_TEXT, LONG_TEXT)
     assert pair.num_tokens == 512 and pair.is_pair
 
 
 def test_pair_segments_and_special_tokens(default_model):
-    record = app_record(default_model, Kind.ENCODER, "time flies", "fruit flies")
+    record = app_record(default_model, PRETRAINED, "time flies", "fruit flies")
     assert record.tokens == ("[CLS]", "time", "flies", "[SEP]", "fruit", "flies", "[SEP]")
     assert record.segment_ids == (0, 0, 0, 0, 1, 1, 1)
     assert record.special_positions == (0, 3, 6)

@@ -11,7 +11,8 @@ import pytest
 from models.teaching.arithmetic import row_arithmetic, row_arithmetic_from_rows
 from models.hooks.capture import run_streamed
 from models.hooks.long_rows import exact_rows, window_maps
-from models.loading.source import Kind, ModelSource
+from models.loading.kinds import DECODER
+from models.loading.source import ModelSource
 from models.hooks.streaming import layer_from_input, stream
 from models.hooks.trace import allowed_positions
 from tests.long_support import full_attentions
@@ -24,7 +25,7 @@ TEXT = " ".join(WORDS[:150])  # ~150 tokens: within every model's full-trace lim
 @pytest.fixture(scope="module")
 def gpt2_runner(tmp_path_factory, default_model):
     loaded = tiny_gpt2(tmp_path_factory.mktemp("gpt2"), default_model)
-    return ModelSource(Kind.DECODER, "tiny-gpt2").load(decoder=lambda name: loaded)
+    return ModelSource(DECODER, "tiny-gpt2").load(decoder=lambda name: loaded)
 
 
 @pytest.fixture(scope="module")

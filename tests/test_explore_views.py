@@ -12,7 +12,9 @@ from models.teaching.arithmetic import row_arithmetic
 from models.loading.pretrained import DEFAULT_MODEL
 from models.hooks.record import AttentionRecord
 from models.scratch.build import random_encoder
-from models.loading.source import Kind, LoadedSource, ModelSource, scratch_config
+from models.loading.kinds import PRETRAINED, SCRATCH_COPIED, SCRATCH_RANDOM
+from models.loading.source import LoadedSource, ModelSource
+from models.loading.kinds.scratch_random import scratch_config
 from models.loading.tokenize import encode
 from tests.reference import reference_attentions
 from tests.app_support import array, figures, run_page, texts
@@ -53,13 +55,13 @@ def test_overview_at_512_tokens_stays_light():
     assert list(figure.layout.xaxis.ticktext) == [f"H{h}" for h in range(12)]
 
 
-@pytest.mark.parametrize("kind", [Kind.ENCODER, Kind.SCRATCH_COPIED, Kind.SCRATCH_RANDOM])
+@pytest.mark.parametrize("kind", [PRETRAINED, SCRATCH_COPIED, SCRATCH_RANDOM])
 def test_softmax_row_shown_is_the_models_row(default_model, kind):
     runner = ModelSource(kind, DEFAULT_MODEL, 3).load(pretrained=lambda name: default_model)
     trace = runner.run(TEXT)
     encoded = encode(default_model.tokenizer, TEXT, None, 512)
     with torch.inference_mode():  # the model's own weights, outside any capture
-        if kind is Kind.ENCODER:
+        if kind is PRETRAINED:
             reference = runner.model(**encoded.model_inputs(), output_attentions=True).attentions
         else:
             reference = runner.model(encoded.input_ids).attentions
@@ -75,7 +77,7 @@ def test_softmax_row_shown_is_the_models_row(default_model, kind):
 def test_causal_encoder_row_masks_future_keys(default_model):
     config = scratch_config(len(default_model.tokenizer))
     encoder = random_encoder(config.__class__(**{**config.__dict__, "causal": True}), 0)
-    runner = LoadedSource(ModelSource(Kind.SCRATCH_RANDOM, DEFAULT_MODEL), encoder,
+    runner = LoadedSource(ModelSource(SCRATCH_RANDOM, DEFAULT_MODEL), encoder,
                           default_model.tokenizer, 512, "positions")
     trace = runner.run(TEXT)
     row = row_arithmetic(trace, 1, 1, 3)

@@ -14,9 +14,11 @@ from models.experiments.classifier import (SequenceClassifier, predict, pretrain
                                scratch_classifier, tokenize, with_head)
 from models.experiments.finetune import (PRETRAINED, SCRATCH, FinetuneSettings, default_settings,
                              finetune)
-from models.experiments.labelled_data import (MAX_BYTES, MAX_ROWS, LabelledData, LabelledDataError,
-                                  load_shipped, parse_csv)
+from models.experiments.labelled_data import (LabelledData, LabelledDataError, load_shipped,
+                                              parse_csv)
+from models.limits import KIB, LABELLED_ROWS, UPLOAD_BYTES
 from models.teaching.layer_walk import scratch_walk_config
+from models.store.byte_cache import Budget, Store
 from ui.finetune_cache import POLL_SECONDS, TrainedModels, training_key
 
 SENTENCES = [f"sentence number {i}" for i in range(12)]
@@ -53,11 +55,11 @@ def test_shipped_data_is_balanced_with_a_balanced_held_out_split():
     (b"text,label\nfine day,1\nbad day,0.5\n",
      "Row 3's label '0.5' is not a whole number (labels are 0, 1, \u2026)."),
     (b"text,label\nfine day,1\n  ,0\n", "Row 3 has an empty text."),
-    (csv_of([(f"s{i}", i % 2) for i in range(MAX_ROWS + 1)]),
-     f"The file has {MAX_ROWS + 1} rows; the limit is {MAX_ROWS}."),
+    (csv_of([(f"s{i}", i % 2) for i in range(LABELLED_ROWS + 1)]),
+     f"The file has {LABELLED_ROWS + 1} rows; the limit is {LABELLED_ROWS}."),
     (b"text,label\ncaf\xe9,1\n",
      "The file is not UTF-8 text (byte 0xe9 at position 14); save it as a UTF-8 CSV."),
-    (b"x" * (MAX_BYTES + 1), f"The file is 257 KB; the limit is {MAX_BYTES // 1024} KB."),
+    (b"x" * (UPLOAD_BYTES + 1), f"The file is 257 KB; the limit is {UPLOAD_BYTES // KIB} KB."),
     (b"", "The file has no rows."),
     (b"text,label\n", "The file has a header but no sentences."),
     (csv_of([(t, i % 2) for i, t in enumerate(SENTENCES[:5])]),
@@ -172,7 +174,7 @@ def fake_result(tag: str):
 
 
 def test_two_threads_asking_at_once_train_once():
-    store = TrainedModels(capacity=2)
+    store = TrainedModels(Store("fine-tuned", Budget(entries=2)))
     calls = []
 
     def train(report):
@@ -197,10 +199,10 @@ def test_two_threads_asking_at_once_train_once():
 
 
 def test_store_is_bounded_and_a_failed_training_is_not_kept():
-    store = TrainedModels(capacity=2)
+    store = TrainedModels(Store("fine-tuned", Budget(entries=2)))
     for tag in ("a", "b", "c"):
         store.put(tag, fake_result(tag))
-    assert len(store) == 2 and store.get("a") is None and store.get("c").tag == "c"
+    assert len(store.results) == 2 and store.get("a") is None and store.get("c").tag == "c"
 
     def broken(report):
         raise RuntimeError("out of memory")

@@ -20,7 +20,8 @@ from models.experiments.labelled_data import load_shipped
 from models.analysis.detectors import induction_scores, previous_token_scores
 from models.analysis.head_finder import locate, query_to_keys
 from models.loading.pretrained import DEFAULT_MODEL, default_model_path
-from models.loading.source import Kind, ModelSource
+from models.loading.kinds import DECODER, PRETRAINED
+from models.loading.source import ModelSource
 from tests.app_support import array, figures, run_page, texts
 from ui import cache, finetune_cache
 from ui.text import plain
@@ -37,7 +38,7 @@ def z_of(at, title: str) -> np.ndarray:
 
 
 def minilm_record(text: str):
-    return cache.record(ModelSource(Kind.ENCODER, DEFAULT_MODEL), text, "")
+    return cache.record(ModelSource(PRETRAINED, DEFAULT_MODEL), text, "")
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +61,7 @@ def tiny_decoder(tmp_path_factory) -> str:
 
 
 def decoder_state(folder: str, **extra) -> dict:
-    return {"sb_kind": Kind.DECODER.value, "decoder_name": folder, **extra}
+    return {"sb_kind": DECODER.value, "decoder_name": folder, **extra}
 
 
 # Head finder
@@ -124,7 +125,7 @@ def test_induction_detector_runs_the_model_on_repeated_random_tokens():
                                            "detectors_length": 10, "detectors_seed": 3})
     assert not at.error
     from ui import analysis_cache
-    record = analysis_cache.repeated_tokens(ModelSource(Kind.ENCODER, DEFAULT_MODEL), 10, 3)
+    record = analysis_cache.repeated_tokens(ModelSource(PRETRAINED, DEFAULT_MODEL), 10, 3)
     assert record.num_tokens == 22 and record.tokens[1:11] == record.tokens[11:21]
     np.testing.assert_allclose(z_of(at, "induction score"), induction_scores(record), rtol=1e-6)
     assert "repeated twice" in texts(at)
@@ -207,7 +208,7 @@ def test_masked_language_model_predicts_the_hidden_word(monkeypatch, default_mod
 
     def with_head(source):
         model, tokenizer, limit = real(source)
-        return (masked_lm, tokenizer, limit) if source.kind is Kind.ENCODER else (model,
+        return (masked_lm, tokenizer, limit) if source.kind == PRETRAINED.value else (model,
                                                                                  tokenizer, limit)
 
     monkeypatch.setattr(cache, "model_and_tokenizer", with_head)

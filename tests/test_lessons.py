@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from models.loading.source import Kind
+from models.loading.kinds import DECODER, PRETRAINED
 from tests.app_support import APP, TIMEOUT_S, array, assert_no_failure, figures, shown, texts
 from tests.reference import reference_attentions
 from ui import finetune_cache
@@ -103,7 +103,7 @@ def test_an_example_lands_on_its_page_with_its_sentence_model_and_controls(menu,
     assert at.title[0].value == page_title(example.page)
     assert at.sidebar.text_area[0].value == example.text
     assert at.sidebar.text_input[0].value == example.pair
-    assert at.session_state["sb_kind"] == (example.model or Kind.ENCODER).value
+    assert at.session_state["sb_kind"] == (example.model or PRETRAINED.value)
     for key, value in example.controls:
         assert at.session_state[key] == value, key
     assert "not available" not in texts(at) and "left out" not in texts(at)
@@ -131,10 +131,10 @@ def he_to_mario(loaded) -> tuple[int, int]:
     return int(layer), int(head)
 
 
-@pytest.mark.parametrize("kind", [Kind.ENCODER, Kind.DECODER])
+@pytest.mark.parametrize("kind", [PRETRAINED, DECODER])
 def test_the_mario_example_opens_the_head_the_head_finder_ranks_first_on_the_running_model(
         kind, request):
-    loaded = request.getfixturevalue("default_model" if kind is Kind.ENCODER else "smollm2_model")
+    loaded = request.getfixturevalue("default_model" if kind is PRETRAINED else "smollm2_model")
     layer, head = he_to_mario(loaded)
     at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
     at.session_state["sb_kind"] = kind.value
@@ -252,7 +252,7 @@ def test_try_this_switches_the_model_to_the_decoder_and_the_map_becomes_causal()
     at = open_step("masks", 1)
     assert not np.allclose(np.triu(array(figures(at)[0]["data"][0]["z"]), 1), 0)
     run(at.button(key="lessons_masks_1_try").click())
-    assert at.session_state["sb_kind"] == Kind.DECODER.value
+    assert at.session_state["sb_kind"] == DECODER.value
     weights = array(figures(at)[0]["data"][0]["z"])
     assert np.all(np.triu(weights, 1) == 0) and np.allclose(weights.sum(axis=1), 1, atol=1e-5)
     assert at.query_params["model"] == "decoder"

@@ -13,7 +13,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from models.loading.pretrained import DEFAULT_MODEL
-from models.loading.source import Kind
+from models.loading.kinds import DECODER, PRETRAINED, SCRATCH_RANDOM
 from tests.app_support import APP, TIMEOUT_S, assert_no_failure, texts
 from ui.link_codec import SHARED, link_text, page_controls, read_value
 from ui.state import DEFAULT_TEXT, LOAD_MESSAGE, LOADED_NAMES, MODEL_NAME
@@ -326,18 +326,18 @@ def test_the_shared_inputs_round_trip_through_a_link():
     sidebar = at.sidebar
     assert sidebar.text_area[0].value == "Dog bites man."
     assert sidebar.text_input[0].value == "Man bites dog."
-    assert sidebar.radio[0].value == Kind.SCRATCH_RANDOM.value
+    assert sidebar.radio[0].value == SCRATCH_RANDOM.value
     assert sidebar.number_input[0].value == 17
     assert [toggle.value for toggle in sidebar.toggle] == [True, True, False, False]
     assert [toggle.key for toggle in sidebar.toggle][2:] == ["sb_presenter", "sb_palette_safe"]
     assert_link(at, "scaling", link)  # presenter settings are per viewer: never in a link
 
     decoder = open_link("scaling", {"text": "Hi.", "model": "decoder"})
-    assert decoder.sidebar.radio[0].value == Kind.DECODER.value
+    assert decoder.sidebar.radio[0].value == DECODER.value
     assert_link(decoder, "scaling", {"text": "Hi.", "model": "decoder", "dk": "64", "keys": "8",
                                      "scaling_seed": "0"})
     plain = open_link("scaling", {"text": "Hi."})
-    assert plain.sidebar.radio[0].value == Kind.ENCODER.value
+    assert plain.sidebar.radio[0].value == PRETRAINED.value
     assert_link(plain, "scaling", {"text": "Hi.", "model": None, "pair": None})
 
 
@@ -395,7 +395,7 @@ def test_shared_values_that_do_not_exist_fall_back_with_a_note():
     assert "The link's seed '-1' is not a whole number" in shown
     assert "The link's merge='maybe' is not true or false" in shown
     assert len(at.sidebar.text_area[0].value) == 20_000
-    assert at.sidebar.radio[0].value == Kind.ENCODER.value
+    assert at.sidebar.radio[0].value == PRETRAINED.value
     assert at.session_state["sb_merge_words"] is False
 
 

@@ -24,10 +24,13 @@ from transformers import BertConfig, BertForMaskedLM, BertModel, PreTrainedToken
 from models.loading.decoder import load_decoder
 from models.errors import ModelLoadError
 from models.limits import LOADED_MODELS, MODEL_BYTES
-from models.loading.loaded_models import LoadedModels
+from models.store import stores
+from models.store.byte_cache import Budget, Store
+from models.store.keys import result_key
 from models.loading.loader_checks import LOCAL_MODELS_ENV, estimate_parameters, reason
 from models.loading.pretrained import DEFAULT_MODEL, load_pretrained, model_identity
 from tests.reference import encoder_record
+from ui import cache
 
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "time", "flies", "like", "an", "arrow", "."]
 SENTENCE = "time flies like an arrow ."
@@ -280,7 +283,7 @@ def test_path_spellings_give_one_identity_and_load_once(tiny_bert, tmp_path):
     assert keys == {f"folder:{(outer / 'b').resolve()}"}
     assert model_identity("bert-base-uncased") == "hub:bert-base-uncased@main"
     assert model_identity(DEFAULT_MODEL) != model_identity(f"{outer}/b")
-    registry = LoadedModels(capacity=2)
+    registry = Store("loaded models", Budget(entries=2))
     loads = []
 
     def loader(name):
@@ -289,24 +292,33 @@ def test_path_spellings_give_one_identity_and_load_once(tiny_bert, tmp_path):
 
     loaded = [registry.get(model_identity(n), lambda n=n: loader(n)) for n in spellings]
     assert len(loads) == 1 and all(m is loaded[0] for m in loaded)
-    assert registry.kept() == (f"folder:{(outer / 'b').resolve()}",)
+    assert registry.keys() == (f"folder:{(outer / 'b').resolve()}",)
 
 
 def test_the_registry_keeps_a_bounded_number_and_pins_the_defaults():
-    registry = LoadedModels(capacity=LOADED_MODELS)
+    registry = Store("loaded models", stores.MODELS.budget)
     registry.get("embedded:minilm", lambda: "minilm", pinned=True)
     for index in range(LOADED_MODELS + 3):
         registry.get(f"folder:/m{index}", lambda index=index: f"model {index}")
     registry.get("folder:/m3", lambda: pytest.fail("kept, not loaded again"))
-    kept = registry.kept()
+    kept = registry.keys()
     assert len(kept) == LOADED_MODELS and kept[-1] == "folder:/m3"
     assert "embedded:minilm" in registry and registry.pinned() == ("embedded:minilm",)
     assert registry.evicted()[0] == "folder:/m0" and "folder:/m0" not in registry
-    assert str(LOADED_MODELS) in registry.notice()
+    assert str(LOADED_MODELS) in cache.kept_models_notice()
+
+
+def test_the_embedded_models_are_pinned_and_others_kept_by_identity(tiny_bert, monkeypatch):
+    monkeypatch.setattr(stores, "MODELS", Store("loaded models", stores.MODELS.budget))
+    embedded = cache.pretrained(DEFAULT_MODEL)
+    assert stores.MODELS.pinned() == (result_key("encoder", model_identity(DEFAULT_MODEL)),)
+    assert cache.pretrained(f" {DEFAULT_MODEL} ") is embedded
+    cache.pretrained(str(tiny_bert))
+    assert stores.MODELS.keys() == (result_key("encoder", model_identity(str(tiny_bert))),)
 
 
 def test_the_same_key_asked_at_once_loads_once_and_a_failure_is_not_kept():
-    registry = LoadedModels(capacity=2)
+    registry = Store("loaded models", Budget(entries=2))
     calls, barrier = [], threading.Barrier(4)
     results = []
 

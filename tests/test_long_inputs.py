@@ -8,7 +8,8 @@ import re
 import numpy as np
 import pytest
 
-from models.loading.source import Kind, ModelSource
+from models.loading.kinds import DECODER
+from models.loading.source import ModelSource
 from models.hooks.streaming import exact_head, exact_layer, long_limit, prepare, stream
 from tests.app_support import array, figures, run_page, texts
 from tests.long_support import full_attentions
@@ -27,7 +28,7 @@ def text_of(count: int) -> str:
 @pytest.fixture(scope="module")
 def gpt2_runner(tmp_path_factory, default_model):
     loaded = tiny_gpt2(tmp_path_factory.mktemp("gpt2"), default_model)
-    return ModelSource(Kind.DECODER, "tiny-gpt2").load(decoder=lambda name: loaded)
+    return ModelSource(DECODER, "tiny-gpt2").load(decoder=lambda name: loaded)
 
 
 @pytest.mark.parametrize("which", ["encoder_runner", "decoder_runner", "gpt2_runner"])

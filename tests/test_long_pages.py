@@ -116,7 +116,8 @@ def test_one_row_of_a_long_input_is_the_models_own_row_with_its_vectors(long_rec
 
 def test_bertviz_draws_an_exact_window_of_every_layer_of_a_long_input(long_record):
     from models.loading.decoder import DEFAULT_DECODER
-    from models.loading.source import Kind, ModelSource
+    from models.loading import kinds
+    from models.loading.source import ModelSource
     from ui import long_rows
     from viz.bertviz_views import HEAD_VIEW, view_html
 
@@ -124,7 +125,7 @@ def test_bertviz_draws_an_exact_window_of_every_layer_of_a_long_input(long_recor
                   state={**DECODER, "bertviz_long": True, "bertviz_window_start": 100})
     assert f"Tokens 100–163 of {long_record.num_tokens:,}" in texts(at)
     (frame,) = at.get("iframe")
-    window = long_rows.window_record(ModelSource(Kind.DECODER, DEFAULT_DECODER), LONG_TEXT, "",
+    window = long_rows.window_record(ModelSource(kinds.DECODER, DEFAULT_DECODER), LONG_TEXT, "",
                                      100, 64)
     assert window.tokens == long_record.tokens[100:164] and "window" in window.masks
     np.testing.assert_allclose(window.weights, long_record.weights[:, :, 100:164, 100:164],

@@ -48,9 +48,10 @@ def test_value_norms_are_each_value_through_its_heads_slice_of_w_o_and_follow_ne
     import torch
 
     from models.loading.decoder import DEFAULT_DECODER
-    from models.loading.source import Kind, ModelSource
+    from models.loading.kinds import DECODER
+    from models.loading.source import ModelSource
 
-    runner = ModelSource(Kind.DECODER, DEFAULT_DECODER).load(decoder=lambda name: smollm2_model)
+    runner = ModelSource(DECODER, DEFAULT_DECODER).load(decoder=lambda name: smollm2_model)
     trace = runner.run(TEXT)
     layer = 3
     projection = smollm2_model.model.model.layers[layer].self_attn.o_proj.weight  # (D, H*Dh)

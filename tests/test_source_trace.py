@@ -7,19 +7,17 @@ the models' own outputs from a call outside the app's capture.
 
 from __future__ import annotations
 
-import threading
-import time
 from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
 
-from models.store.byte_cache import ByteBudgetCache
 from models.loading.decoder import DEFAULT_DECODER
 from models.loading.pretrained import DEFAULT_MODEL
 from models.hooks.record import AttentionRecord
-from models.loading.source import Kind, ModelSource
+from models.loading.kinds import DECODER, PRETRAINED, SCRATCH_COPIED, SCRATCH_RANDOM
+from models.loading.source import ModelSource
 from tests.reference import reference_attentions
 from tests.tiny_models import tiny_gpt2, tiny_masked_lm
 
@@ -32,7 +30,7 @@ def plain_forward(model, inputs: dict, **extra):
 
 
 def test_encoder_source_trace_is_the_models_own_forward(default_model):
-    runner = ModelSource(Kind.ENCODER, DEFAULT_MODEL).load(pretrained=lambda name: default_model)
+    runner = ModelSource(PRETRAINED, DEFAULT_MODEL).load(pretrained=lambda name: default_model)
     trace = runner.run(TEXT, "Fruit flies like a banana.")
     expected = reference_attentions(default_model, TEXT, "Fruit flies like a banana.")
     np.testing.assert_array_equal(trace.record.weights, expected)  # the same eager arithmetic
@@ -47,7 +45,7 @@ def test_encoder_source_trace_is_the_models_own_forward(default_model):
 
 
 def test_scratch_source_runs_through_the_same_path(default_model):
-    runner = ModelSource(Kind.SCRATCH_RANDOM, DEFAULT_MODEL, 5).load(
+    runner = ModelSource(SCRATCH_RANDOM, DEFAULT_MODEL, 5).load(
         pretrained=lambda name: default_model)
     trace = runner.run(TEXT)
     ids = default_model.tokenizer(TEXT, return_tensors="pt")["input_ids"]
@@ -56,7 +54,7 @@ def test_scratch_source_runs_through_the_same_path(default_model):
     for layer, weights in enumerate(own):
         np.testing.assert_array_equal(trace.record.weights[layer], weights[0].numpy())
     assert trace.record.source == "from-scratch encoder, random weights (seed 5)"
-    other = ModelSource(Kind.SCRATCH_RANDOM, DEFAULT_MODEL, 6).load(
+    other = ModelSource(SCRATCH_RANDOM, DEFAULT_MODEL, 6).load(
         pretrained=lambda name: default_model).run(TEXT)
     assert np.abs(other.record.weights - trace.record.weights).max() > 1e-3
 
@@ -64,11 +62,11 @@ def test_scratch_source_runs_through_the_same_path(default_model):
 def test_copied_weights_refused_from_a_non_bert(tmp_path, default_model):
     tiny = tiny_gpt2(tmp_path, default_model)
     with pytest.raises(Exception, match="only from a BERT"):
-        ModelSource(Kind.SCRATCH_COPIED, "x").load(pretrained=lambda name: tiny)
+        ModelSource(SCRATCH_COPIED, "x").load(pretrained=lambda name: tiny)
 
 
 def test_smollm2_trace_predictions_and_rotated_vectors(smollm2_model):
-    runner = ModelSource(Kind.DECODER, DEFAULT_DECODER).load(decoder=lambda name: smollm2_model)
+    runner = ModelSource(DECODER, DEFAULT_DECODER).load(decoder=lambda name: smollm2_model)
     assert runner.rotary and runner.causal and runner.limit_reason == "memory"
     text = "The capital of France is"
     trace = runner.run(text)
@@ -90,7 +88,7 @@ def test_smollm2_trace_predictions_and_rotated_vectors(smollm2_model):
 
 
 def test_truncation_notice_names_the_memory_limit(smollm2_model):
-    runner = ModelSource(Kind.DECODER, DEFAULT_DECODER).load(decoder=lambda name: smollm2_model)
+    runner = ModelSource(DECODER, DEFAULT_DECODER).load(decoder=lambda name: smollm2_model)
     trace = runner.run("word " * (runner.max_tokens + 40))
     assert trace.record.num_tokens == runner.max_tokens and trace.record.dropped_tokens > 0
     notice = runner.limit_notice(trace.record.dropped_tokens)
@@ -99,7 +97,7 @@ def test_truncation_notice_names_the_memory_limit(smollm2_model):
 
 def test_tiny_gpt2_trace_equals_its_forward(tmp_path, default_model):
     loaded = tiny_gpt2(tmp_path, default_model)
-    runner = ModelSource(Kind.DECODER, str(tmp_path)).load(decoder=lambda name: loaded)
+    runner = ModelSource(DECODER, str(tmp_path)).load(decoder=lambda name: loaded)
     trace = runner.run(TEXT)
     encoded = loaded.tokenizer(TEXT, return_tensors="pt")  # a decoder reads no segment ids
     inputs = {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"]}
@@ -115,7 +113,7 @@ def test_tiny_gpt2_trace_equals_its_forward(tmp_path, default_model):
 
 def test_masked_lm_fills_the_mask_with_its_own_probabilities(tmp_path):
     model, tokenizer = tiny_masked_lm(tmp_path)
-    runner = ModelSource(Kind.ENCODER, str(tmp_path)).load()
+    runner = ModelSource(PRETRAINED, str(tmp_path)).load()
     assert runner.mask_token == "[MASK]"
     text = "time flies like [MASK] arrow ."
     trace = runner.run(text)
@@ -136,7 +134,7 @@ def test_masked_lm_fills_the_mask_with_its_own_probabilities(tmp_path):
 def test_an_encoder_without_a_head_has_no_predictions(default_model):
     """The embedded MiniLM ships no masked-LM weights: no head, so no predictions are made up."""
     assert default_model.lm_model is None
-    runner = ModelSource(Kind.ENCODER, DEFAULT_MODEL).load(pretrained=lambda name: default_model)
+    runner = ModelSource(PRETRAINED, DEFAULT_MODEL).load(pretrained=lambda name: default_model)
     assert runner.mask_token is None
     assert runner.run("time flies like [MASK] arrow").predictions is None
 
@@ -148,57 +146,14 @@ def test_record_copies_are_validated_again():
         replace(record, tokens=("a",))
 
 
-class Sized:
-    def __init__(self, nbytes: int, tag: str = ""):
-        self.nbytes, self.tag = nbytes, tag
-
-
-def test_byte_cache_keeps_within_its_budget_and_drops_the_oldest():
-    cache = ByteBudgetCache(100)
-    for key in "abc":
-        cache.get(key, lambda: Sized(40))
-    assert cache.total_bytes == 80 and "a" not in cache and "b" in cache and "c" in cache
-    cache.get("b", lambda: Sized(999))  # a hit: b becomes the most recent
-    cache.get("d", lambda: Sized(40))
-    assert "c" not in cache and "b" in cache and cache.total_bytes <= 100
-    huge = cache.get("huge", lambda: Sized(1000))
-    assert huge.nbytes == 1000 and "huge" not in cache  # handed out, never kept
-
-
-def test_byte_cache_computes_a_key_once_for_concurrent_callers():
-    cache = ByteBudgetCache(1000)
-    calls = []
-
-    def slow():
-        calls.append(1)
-        time.sleep(0.2)
-        return Sized(10, "value")
-
-    results = []
-    threads = [threading.Thread(target=lambda: results.append(cache.get("k", slow)))
-               for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert len(calls) == 1 and len(results) == 4 and all(r is results[0] for r in results)
-
-    def broken():
-        raise ValueError("bad input")
-
-    with pytest.raises(ValueError, match="bad input"):
-        cache.get("x", broken)
-    assert "x" not in cache
-
-
 def test_trace_norm_based_attention_equals_the_direct_computation(default_model, smollm2_model):
     """||alpha f(x)|| from the trace's value norms (Gram matrices) equals the direct
     ||alpha_ij v_j W_O^h|| of models.analysis.norms on the captured run, BERT and GQA alike."""
     from models.hooks.capture import run_captured
     from models.analysis.norms import norm_maps
 
-    for runner in (ModelSource(Kind.ENCODER, DEFAULT_MODEL).load(pretrained=lambda n: default_model),
-                   ModelSource(Kind.DECODER, DEFAULT_DECODER).load(decoder=lambda n: smollm2_model)):
+    for runner in (ModelSource(PRETRAINED, DEFAULT_MODEL).load(pretrained=lambda n: default_model),
+                   ModelSource(DECODER, DEFAULT_DECODER).load(decoder=lambda n: smollm2_model)):
         trace = runner.run(TEXT)
         ids = torch.tensor([trace.input_ids])
         direct = norm_maps(run_captured(runner.model, {"input_ids": ids}))
@@ -212,7 +167,7 @@ def test_a_trace_keeps_the_maps_the_model_wrote_without_copying_them(default_mod
     from models.loading.tokenize import encode
     from models.hooks.trace import trace_from_run
 
-    runner = ModelSource(Kind.ENCODER, DEFAULT_MODEL).load(pretrained=lambda name: default_model)
+    runner = ModelSource(PRETRAINED, DEFAULT_MODEL).load(pretrained=lambda name: default_model)
     encoded = encode(runner.tokenizer, TEXT, None, runner.max_tokens)
     run = run_captured(runner.model, encoded.model_inputs())
     trace = trace_from_run(run, encoded, "MiniLM", causal=False)

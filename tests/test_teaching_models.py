@@ -16,7 +16,8 @@ from models.teaching.positions import (cosine_similarity, learned_position_count
 from models.teaching.scaling import (dot_product_experiment, entropy_bits, entropy_curve, softmax,
                             softmax_row)
 from models.scratch.build import random_encoder
-from models.loading.source import Kind, LoadedSource, ModelSource
+from models.loading.kinds import SCRATCH_RANDOM
+from models.loading.source import LoadedSource, ModelSource
 
 TEXT = "The quick brown fox jumps over the lazy dog."
 
@@ -46,7 +47,7 @@ def numpy_softmax_allowed(scores: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 def trace_of(encoder, tokenizer, text: str = TEXT):
     """The app's one run path (capture, trace) on a from-scratch encoder."""
-    source = ModelSource(Kind.SCRATCH_RANDOM, "test")
+    source = ModelSource(SCRATCH_RANDOM, "test")
     return LoadedSource(source, encoder, tokenizer, 512, "positions").run(text)
 
 

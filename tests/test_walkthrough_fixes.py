@@ -14,7 +14,8 @@ import torch
 from models.teaching.arithmetic import key_products, row_arithmetic
 from models.hooks.record import AttentionRecord
 from models.teaching.scaling import CHAPTER_DIMENSIONS, DIMENSION_CHOICES
-from models.loading.source import Kind, ModelSource
+from models.loading.kinds import PRETRAINED
+from models.loading.source import ModelSource
 from models.loading.tokenize import encode
 from tests.app_support import array, figures, run_page, texts
 from tests.reference import reference_attentions
@@ -148,7 +149,7 @@ def hf_query_and_keys(loaded, text: str, layer: int, head: int) -> tuple[np.ndar
 
 
 def test_key_products_are_the_models_q_times_k_and_add_up_to_q_dot_k(default_model):
-    runner = ModelSource(Kind.ENCODER, default_model.name).load(
+    runner = ModelSource(PRETRAINED, default_model.name).load(
         pretrained=lambda name: default_model)
     trace = runner.run(TEXT, None)
     row = row_arithmetic(trace, 2, 5, 3)

@@ -1,18 +1,18 @@
 """Cached model runs for the "which heads matter" pages: detectors, ablation, knockout, norms.
 
 Each result is keyed by the sidebar's model source and the input and kept in one store bounded
-in bytes (ui.byte_caches.analyses, `models.limits.ANALYSIS_CACHE_BYTES`): a comparison keeps two
-full records, ~270 MB for a decoder at its token limit, so a count of entries would bound nothing.
-Models come from ui.cache, so they load once per server.
+in bytes (models.store.stores.ANALYSES, `models.limits.ANALYSIS_CACHE_BYTES`): a comparison keeps
+two full records, ~270 MB for a decoder at its token limit, so a count of entries would bound
+nothing. Models come from ui.cache, so they load once per server.
 
-Ablation and knockout also run on a classifier fine-tuned on this server (ui.finetune_cache):
-`FineTuned` names it in the place of a model source, and its target is a class index.
+Ablation and knockout also run on a classifier fine-tuned on this server (ui.finetune_cache): a
+model source of the classifier kind (models/loading/kinds/classifier.py) names it by its
+training key, and its target is a class index.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
@@ -22,65 +22,47 @@ from models.experiments import ablation
 from models.experiments.ablation import Comparison, PreparedInput, Target
 from models.analysis.detectors import repeated_tokens_record
 from models.hooks.record import AttentionRecord
+from models.loading.kinds import CLASSIFIER
 from models.loading.source import ModelSource
-from ui import byte_caches, cache, finetune_cache
+from models.store import stores
+from models.store.keys import ResultKey, result_key
+from ui import cache, finetune_cache
+from ui.byte_caches import kept
 from ui.links import shared_params
 
 
-@dataclass(frozen=True)
-class FineTuned:
-    """A classifier fine-tuned on this server (its training key), from the sidebar's encoder."""
-
-    key: str
-    encoder_name: str
-    label: str  # names the classifier in its records
-
-    causal = False
-
-
-Subject = ModelSource | FineTuned  # what the experiments run on
 Value = TypeVar("Value")
 
 
-def classifier_of(encoder_name: str, finished: finetune_cache.Finished) -> FineTuned:
-    return FineTuned(finished.key, encoder_name, finished.description)
+def classifier_of(finished: finetune_cache.Finished) -> ModelSource:
+    """The model source of a classifier trained on this server."""
+    return ModelSource(CLASSIFIER, finished.key)
 
 
-def _classifier(subject: FineTuned) -> finetune_cache.FinetuneResult:
-    result = finetune_cache.store().get(subject.key)
-    if result is None:
-        raise ValueError("This fine-tuned classifier is no longer kept on the server: train it "
-                         "again on the Fine-tuning page.")
-    return result
+def class_names(source: ModelSource) -> tuple[str, ...]:
+    """A classifier's classes (its kind classifies; its name is its training key)."""
+    return CLASSIFIER.trained(source).class_names
 
 
-def _model(subject: Subject) -> tuple[object, object, int, object]:
+def _model(source: ModelSource) -> tuple[object, object, int, object]:
     """The module, its tokenizer, its token limit, and what names its outputs (the tokenizer,
     or a classifier's ClassLabels)."""
-    if isinstance(subject, FineTuned):
-        result = _classifier(subject)
-        tokenizer = cache.pretrained(subject.encoder_name).tokenizer
-        return (ablation.capturable(result.classifier), tokenizer, result.settings.max_tokens,
-                ablation.ClassLabels(result.class_names))
-    model, tokenizer, limit = cache.model_and_tokenizer(subject)
-    return model, tokenizer, limit, tokenizer
+    model, tokenizer, limit = cache.model_and_tokenizer(source)
+    outputs = ablation.ClassLabels(class_names(source)) if source.spec.classifies else tokenizer
+    return model, tokenizer, limit, outputs
 
 
-def class_names(subject: FineTuned) -> tuple[str, ...]:
-    return _classifier(subject).class_names
-
-
-def prediction_kind(source: Subject) -> str | None:
+def prediction_kind(source: ModelSource) -> str | None:
     """ablation.NEXT_TOKEN, ablation.MASKED_WORD, ablation.CLASS_PROBABILITY, or None when the
     model predicts no token."""
     model, tokenizer, _, _ = _model(source)
     return ablation.prediction_kind(model, tokenizer, source.causal)
 
 
-def prepared(source: Subject, text: str, pair: str) -> PreparedInput:
+def prepared(source: ModelSource, text: str, pair: str) -> PreparedInput:
     """The model's inputs; a classifier reads the first sentence only, as it was trained."""
     model, tokenizer, limit, _ = _model(source)
-    if isinstance(source, FineTuned):
+    if source.spec.classifies:
         return ablation.prepare(model, tokenizer, limit, text, False, source.label)
     return ablation.prepare(model, tokenizer, limit, text, source.causal, source.label, pair)
 
@@ -92,10 +74,10 @@ def masked(source: ModelSource, text: str, pair: str,
     return ablation.with_mask(prepared(source, text, pair), tokenizer, position)
 
 
-def _input_and_target(source: Subject, text: str, pair: str, mask_position: int | None,
+def _input_and_target(source: ModelSource, text: str, pair: str, mask_position: int | None,
                       target_id: int | None) -> tuple[PreparedInput, Target]:
     _, tokenizer, _, outputs = _model(source)
-    if isinstance(source, FineTuned):
+    if source.spec.classifies:
         return prepared(source, text, pair), ablation.class_target(outputs, target_id)
     if mask_position is not None:
         return masked(source, text, pair, mask_position)
@@ -103,25 +85,25 @@ def _input_and_target(source: Subject, text: str, pair: str, mask_position: int 
     return given, ablation.next_token_target(given, tokenizer, target_id)
 
 
-def _kept(key: tuple, compute: Callable[[], Value], message: str | None) -> Value:
-    return byte_caches.kept(byte_caches.analyses(), key, compute, message)
+def _kept(key: ResultKey, compute: Callable[[], Value], message: str | None) -> Value:
+    return kept(stores.ANALYSES, key, compute, message)
 
 
-def baseline(source: Subject, text: str, pair: str, mask_position: int | None,
+def baseline(source: ModelSource, text: str, pair: str, mask_position: int | None,
              target_id: int | None = None) -> ablation.Outcome:
     """The plain run's prediction. A causal LM without a target takes its own top next token, a
     classifier its predicted class; a classifier's outcome keeps its attention record (its
     input is at most its training length, 64 tokens by default)."""
     def compute() -> ablation.Outcome:
         model, _, _, outputs = _model(source)
-        keep = isinstance(source, FineTuned)
+        keep = source.spec.classifies
         if mask_position is None and target_id is None:
             return ablation.predict(model, prepared(source, text, pair), outputs, keep_record=keep)
         given, target = _input_and_target(source, text, pair, mask_position, target_id)
         return ablation.predict(model, given, outputs, target, keep_record=keep)
 
-    return _kept(("baseline", source, text, pair, mask_position, target_id), compute,
-                 "Running the model…")
+    key = result_key("baseline", source, text, pair, mask_position, target_id)
+    return _kept(key, compute, "Running the model…")
 
 
 def target_id_of(source: ModelSource, text: str, pair: str, word: str) -> int:
@@ -130,7 +112,7 @@ def target_id_of(source: ModelSource, text: str, pair: str, word: str) -> int:
     return ablation.target_from_text(prepared(source, text, pair), tokenizer, word).token_id
 
 
-def head_ablation(source: Subject, text: str, pair: str, mask_position: int | None,
+def head_ablation(source: ModelSource, text: str, pair: str, mask_position: int | None,
                   target_id: int | None, heads: tuple[tuple[int, int], ...],
                   mode: str) -> Comparison:
     def compute() -> Comparison:
@@ -138,11 +120,11 @@ def head_ablation(source: Subject, text: str, pair: str, mask_position: int | No
         given, target = _input_and_target(source, text, pair, mask_position, target_id)
         return ablation.ablate_heads(model, given, outputs, target, heads, mode)
 
-    return _kept(("head_ablation", source, text, pair, mask_position, target_id, heads, mode),
-                 compute, "Running the model with the heads ablated…")
+    key = result_key("head_ablation", source, text, pair, mask_position, target_id, heads, mode)
+    return _kept(key, compute, "Running the model with the heads ablated…")
 
 
-def importance(source: Subject, text: str, pair: str, mask_position: int | None,
+def importance(source: ModelSource, text: str, pair: str, mask_position: int | None,
                target_id: int | None, mode: str,
                _progress: Callable[[int, int], None] | None = None) -> np.ndarray:
     """(L, H) change of the target's log-probability with each head ablated alone; `_progress`
@@ -152,11 +134,11 @@ def importance(source: Subject, text: str, pair: str, mask_position: int | None,
         given, target = _input_and_target(source, text, pair, mask_position, target_id)
         return ablation.importance_grid(model, given, target, mode, progress=_progress).numpy()
 
-    return _kept(("importance", source, text, pair, mask_position, target_id, mode), compute,
-                 None)
+    key = result_key("importance", source, text, pair, mask_position, target_id, mode)
+    return _kept(key, compute, None)
 
 
-def knockout(source: Subject, text: str, pair: str, mask_position: int | None,
+def knockout(source: ModelSource, text: str, pair: str, mask_position: int | None,
              target_id: int | None, query: int, keys: tuple[int, ...],
              layers: tuple[int, ...]) -> Comparison:
     def compute() -> Comparison:
@@ -165,8 +147,9 @@ def knockout(source: Subject, text: str, pair: str, mask_position: int | None,
         return ablation.knockout(model, given, outputs, target, query, keys, layers,
                                  keep_records=False)
 
-    return _kept(("knockout", source, text, pair, mask_position, target_id, query, keys, layers),
-                 compute, "Running the model with the edges blocked…")
+    key = result_key("knockout", source, text, pair, mask_position, target_id, query, keys,
+                     layers)
+    return _kept(key, compute, "Running the model with the edges blocked…")
 
 
 def repeated_tokens(source: ModelSource, count: int, seed: int) -> AttentionRecord:
@@ -175,7 +158,7 @@ def repeated_tokens(source: ModelSource, count: int, seed: int) -> AttentionReco
         return repeated_tokens_record(model, tokenizer, limit, source.causal, source.label, count,
                                       seed)
 
-    return _kept(("repeated_tokens", source, count, seed), compute,
+    return _kept(result_key("repeated_tokens", source, count, seed), compute,
                  "Running the model on random tokens repeated twice…")
 
 

@@ -21,15 +21,12 @@ import numpy as np
 import streamlit as st
 
 from models.hooks.record import AttentionRecord
-from ui.export_files import FINGERPRINTS, MAX_EXPORT_BYTES, MIB, ExportFile, ExportTooLarge, store
+from models.limits import CHEAP_EXPORT_BYTES, MAX_EXPORT_BYTES
+from ui.export_files import FINGERPRINTS, ExportFile, ExportTooLarge, store
 from viz.export import (JSON_DECIMALS, array_npz_bound, file_stem, head_csv_bound,
                         layer_json_bound, record_npz_bound, safe_stem, write_head_csv,
                         write_head_npz, write_layer_json, write_record_npz,
                         write_thumbnails_npz)
-
-# An export that takes at most this much is written as soon as it is shown (a fraction of a
-# second); a larger one waits for its "Prepare" button.
-CHEAP_EXPORT_BYTES = 2 * MIB
 
 
 @dataclass(frozen=True)

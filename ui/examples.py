@@ -16,15 +16,15 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 
-from models.loading.decoder import DEFAULT_DECODER
 from models.errors import ModelLoadError
 from models.analysis.head_finder import every_position, locate, query_to_keys
-from models.loading.pretrained import DEFAULT_MODEL
 from models.hooks.record import AttentionRecord
-from models.loading.source import Kind, ModelSource
+from models.loading.kinds import DECODER, PRETRAINED
+from models.loading.source import ModelSource
 from ui import cache
+from ui.link_codec import model_param
 from ui.links import link_text, page_controls, shared_params
-from ui.state import DECODER_NAME, MODEL_NAME, loaded_source, sidebar_input
+from ui.state import loaded_source, sidebar_input, sidebar_source
 from ui.text import plain
 
 PAGES = Path(__file__).resolve().parents[1] / "pages"
@@ -65,7 +65,7 @@ class Example:
     page: str
     note: str
     pair: str = ""
-    model: Kind | None = Kind.ENCODER
+    model: str | None = PRETRAINED.value  # the kind it runs on (None: the sidebar's model)
     controls: tuple[tuple[str, object], ...] = ()
     head: HeadQuestion | None = None
 
@@ -136,11 +136,11 @@ EXAMPLES: tuple[Example, ...] = (
             controls=(("xattn_model", "toy"), ("xattn_source", "i see the red car"))),
     Example("capital", "“The capital of France is”: the next word", 3, "Encoder–decoder",
             CAPITAL, "predictions", "The decoder's top candidates for the next token.",
-            model=Kind.DECODER),
+            model=DECODER.value),
     Example("generate", "“The capital of France is”, written token by token", 3,
             "Encoder–decoder", CAPITAL, "generation",
             "Greedy generation with the decoder, one attention row per step.",
-            model=Kind.DECODER),
+            model=DECODER.value),
     Example("bank_deposit", "“I made a bank deposit”: both directions", 4, "Masks",
             "I made a bank deposit.", "causal_masks",
             "A bidirectional encoder lets 'bank' read 'deposit'; a causal one cannot.",
@@ -155,16 +155,6 @@ EXAMPLES: tuple[Example, ...] = (
 BY_KEY = {example.key: example for example in EXAMPLES}
 
 
-def _model_param(kind: Kind) -> str | None:
-    """The link's `model` for `kind`, keeping the model of that kind this session uses."""
-    state = st.session_state
-    default = DEFAULT_DECODER if kind is Kind.DECODER else DEFAULT_MODEL
-    name = state.get(DECODER_NAME if kind is Kind.DECODER else MODEL_NAME, default)
-    if name != default:
-        return f"{kind.value}:{name}"
-    return None if kind is Kind.ENCODER else kind.value
-
-
 def link_params(example: Example) -> dict[str, str]:
     """The query of the view the example opens: the sidebar's part (its token options kept),
     the example's sentence and model, and the page's controls under their link names."""
@@ -176,7 +166,7 @@ def link_params(example: Example) -> dict[str, str]:
     if example.model is not None:
         params.pop("model", None)
         params.pop("seed", None)
-        model = _model_param(example.model)
+        model = model_param(example.model)  # the model of that kind this session uses
         if model is not None:
             params["model"] = model
     controls = page_controls(PAGES / f"{example.page}.py")
@@ -187,11 +177,9 @@ def link_params(example: Example) -> dict[str, str]:
 
 def example_source(example: Example) -> ModelSource:
     """The model the example runs on: its own kind, or the sidebar's model."""
-    given = sidebar_input()
     if example.model is None:
-        return given.source
-    return ModelSource(example.model, given.decoder_name if example.model is Kind.DECODER
-                       else given.encoder_name)
+        return sidebar_input().source
+    return sidebar_source(example.model)
 
 
 def ranked_head(record: AttentionRecord, question: HeadQuestion) -> tuple[int, int, float]:

@@ -35,13 +35,8 @@ from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import quote
 
-MIB = 2**20
-# Every export file at once. Below Streamlit's 1 GB: a static folder larger than that at start
-# switches static serving off (bootstrap.MAX_APP_STATIC_FOLDER_SIZE).
-EXPORT_DISK_BYTES = 768 * MIB
-# Streamlit's static serving answers 404 for a larger file (MAX_APP_STATIC_FILE_SIZE); an export
-# that would grow past it is stopped and removed.
-MAX_EXPORT_BYTES = 200 * MIB
+from models.limits import EXPORT_DISK_BYTES, MAX_EXPORT_BYTES, MIB
+
 WRITE_BUFFER_BYTES = 1 * MIB
 STATIC_DIR = Path(__file__).resolve().parents[1] / "static"  # next to app.py
 EXPORTS_DIR = STATIC_DIR / "exports"

@@ -5,12 +5,12 @@ Training runs in a background thread, one training at a time on this server (two
 only share the same two cores); a session that asks for a model another session is already
 training follows that same job's progress and then reuses its result. So pressing "train" twice,
 or from thirty sessions at once, trains once, and a session that leaves the page does not stop a
-training others are waiting for. At most MAX_MODELS trained models, and at most
-`models.limits.FINETUNED_BYTES` of them (measured: parameters, buffers and the rest), are kept;
+training others are waiting for. At most `models.limits.FINETUNED_MODELS` trained models, and at
+most `models.limits.FINETUNED_BYTES` of them (measured: parameters, buffers and the rest), are kept;
 the least recently used go first, and the newest stays even alone over the budget (it is at most
 one model the loader allowed, and a session is about to use it). A fine-tuned MiniLM copy is
 about 90 MB, a from-scratch classifier about 20 MB. Before/after comparisons of a sentence are
-kept in the byte-bounded store shared with the other pages (ui.byte_caches.results).
+kept in the byte-bounded store shared with the other pages (models.store.stores.RESULTS).
 """
 
 from __future__ import annotations
@@ -18,22 +18,21 @@ from __future__ import annotations
 import copy
 import hashlib
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import streamlit as st
-
-from models.store.byte_cache import array_bytes
 from models.experiments.classifier import (Prediction, encoder_record, predict_one, pretrained_classifier,
                                scratch_classifier, scratch_encoder_config, with_head)
 from models.experiments.finetune import PRETRAINED, FinetuneResult, FinetuneSettings, finetune
 from models.experiments.labelled_data import LabelledData
-from models.limits import FINETUNED_BYTES
 from models.hooks.record import AttentionRecord
-from ui import byte_caches, cache
+from models.loading.kinds.classifier import TrainingNames, description
+from models.store import stores
+from models.store.byte_cache import Store
+from models.store.keys import result_key
+from ui import cache
+from ui.byte_caches import kept
 
-MAX_MODELS = 4
 POLL_SECONDS = 0.25  # how often a waiting page redraws the progress bar
 
 
@@ -69,64 +68,33 @@ class TrainingJob:
 
 
 class TrainedModels:
-    """A thread-safe store of trained results, bounded in number and in bytes, with at most one
-    training per key."""
+    """Trainings and their results: at most one training per key (any number of sessions wait
+    on it), one training on this server at a time, and the results kept in `results` (a store
+    bounded in number and in bytes that keeps the newest; models.store.stores.FINETUNED)."""
 
-    def __init__(self, capacity: int = MAX_MODELS, budget_bytes: int = FINETUNED_BYTES):
-        if capacity < 1:
-            raise ValueError("capacity must be at least 1")
-        if budget_bytes <= 0:
-            raise ValueError(f"the budget must be positive, got {budget_bytes}")
-        self.capacity = capacity
-        self.budget_bytes = budget_bytes
+    def __init__(self, results: Store):
+        self.results = results
         self.trainings = 0  # how many trainings actually ran (the tests read it)
-        self._results: OrderedDict[str, FinetuneResult] = OrderedDict()
-        self._sizes: dict[str, int] = {}
         self._jobs: dict[str, TrainingJob] = {}
-        self._lock = threading.Lock()  # guards _results, _jobs and trainings
+        self._lock = threading.Lock()  # guards _jobs and trainings
         self._one_at_a_time = threading.Lock()  # one training on this server at a time
 
     def get(self, key: str) -> FinetuneResult | None:
-        with self._lock:
-            result = self._results.get(key)
-            if result is not None:
-                self._results.move_to_end(key)
-            return result
+        return self.results.peek(key)
 
     def put(self, key: str, result: FinetuneResult) -> None:
-        size = array_bytes(result)
-        with self._lock:
-            self._results[key] = result
-            self._results.move_to_end(key)
-            self._sizes[key] = size
-            while len(self._results) > 1 and (len(self._results) > self.capacity
-                                              or self._total() > self.budget_bytes):
-                dropped, _ = self._results.popitem(last=False)
-                del self._sizes[dropped]
-
-    def _total(self) -> int:
-        return sum(self._sizes.values())
-
-    @property
-    def total_bytes(self) -> int:
-        """The bytes the kept results hold."""
-        with self._lock:
-            return self._total()
-
-    def __len__(self) -> int:
-        return len(self._results)
+        self.results.put(key, result)
 
     def recent(self) -> list[tuple[str, FinetuneResult]]:
         """(key, result) of every kept result, most recently used first (the order is kept)."""
-        with self._lock:
-            return list(reversed(self._results.items()))
+        return list(reversed(self.results.items()))
 
     def job(self, key: str, train) -> TrainingJob:
         """The finished job, the one in flight for `key`, or a new one (started here)."""
         with self._lock:
-            if key in self._results:
-                self._results.move_to_end(key)
-                return TrainingJob.finished(key, self._results[key])
+            result = self.results.peek(key)
+            if result is not None:
+                return TrainingJob.finished(key, result)
             if key in self._jobs:
                 return self._jobs[key]
             job = TrainingJob(key, train)
@@ -157,27 +125,20 @@ class TrainedModels:
         return job.result
 
 
-@st.cache_resource
+_TRAINED = TrainedModels(stores.FINETUNED)
+
+
 def store() -> TrainedModels:
     """The one store of this server process."""
-    return TrainedModels(MAX_MODELS)
-
-
-NAMES_KEPT = 256  # what the latest training keys name (a few hundred bytes each)
-_NAMED: OrderedDict[str, tuple[str, str]] = OrderedDict()  # key -> (encoder name, data name)
-_NAMED_LOCK = threading.Lock()
+    return _TRAINED
 
 
 def training_key(encoder_name: str, data: LabelledData, settings: FinetuneSettings) -> str:
-    """The key of a training; it is also remembered with the encoder and data it names, so
-    `finished` can list a sidebar encoder's results."""
+    """The key of a training; it is also remembered with the encoder and data it names
+    (models.store.stores.TRAINING_NAMES), so `finished` can list a sidebar encoder's results."""
     text = f"{encoder_name}|{data.fingerprint}|{settings!r}"
     key = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    with _NAMED_LOCK:
-        _NAMED[key] = (encoder_name, data.name)
-        _NAMED.move_to_end(key)
-        while len(_NAMED) > NAMES_KEPT:
-            _NAMED.popitem(last=False)
+    stores.TRAINING_NAMES.put(key, TrainingNames(encoder_name, data.name))
     return key
 
 
@@ -192,20 +153,18 @@ class Finished:
 
     @property
     def description(self) -> str:
-        settings = self.result.settings
-        encoder = (f"{self.encoder_name} (pretrained)" if settings.encoder == PRETRAINED
-                   else "from-scratch encoder")
-        return (f"{encoder} fine-tuned on {self.data_name}, {settings.epochs} epoch(s), "
-                f"held-out accuracy {self.result.held_out_accuracy:.0%}")
+        return description(TrainingNames(self.encoder_name, self.data_name), self.result)
 
 
 def finished(encoder_name: str) -> list[Finished]:
     """The classifiers this server has trained from `encoder_name` (its copy, or the
     from-scratch encoder on its tokenizer), most recently used first; never trains."""
-    with _NAMED_LOCK:
-        named = dict(_NAMED)
-    return [Finished(key, name, data_name, result) for key, result in store().recent()
-            for name, data_name in [named.get(key, ("", ""))] if name == encoder_name]
+    listed = []
+    for key, result in store().recent():
+        names = stores.TRAINING_NAMES.peek(key)
+        if names is not None and names.encoder_name == encoder_name:
+            listed.append(Finished(key, names.encoder_name, names.data_name, result))
+    return listed
 
 
 def cached(encoder_name: str, data: LabelledData, settings: FinetuneSettings
@@ -265,5 +224,5 @@ def before_after(key: str, encoder_name: str, text: str, _result: FinetuneResult
             before_record=before_record, after_record=after_record,
         )
 
-    return byte_caches.kept(byte_caches.results(), ("before_after", key, encoder_name, text),
-                            compute, "Running the sentence…")
+    return kept(stores.RESULTS, result_key("before_after", key, encoder_name, text), compute,
+                "Running the sentence…")

@@ -2,7 +2,7 @@
 
 A generation is determined by its inputs (the decoder, the prompt and the settings: sampling is
 seeded), so it is kept once per server, keyed by them, in the byte-bounded store shared with the
-other pages (ui.byte_caches.results): a session's 100 steps over a long prompt hold each step's
+other pages (models.store.stores.RESULTS): a session's 100 steps over a long prompt hold each step's
 attention row for every layer and head, over a hundred megabytes, and thirty sessions each
 keeping their own would bound nothing.
 """
@@ -13,7 +13,9 @@ import streamlit as st
 
 from models.errors import ModelLoadError
 from models.experiments.generation import Generation, GenerationRefused, GenerationSettings, generate
-from ui import byte_caches
+from models.store import stores
+from models.store.keys import result_key
+from ui.byte_caches import kept
 from ui.state import decoder_with_progress
 from ui.text import plain
 
@@ -40,8 +42,8 @@ def generation(decoder_name: str, prompt: str, settings: GenerationSettings) -> 
             bar.empty()
 
     try:
-        return byte_caches.kept(byte_caches.results(),
-                                ("generation", decoder_name, prompt, settings), compute)
+        return kept(stores.RESULTS, result_key("generation", decoder_name, prompt, settings),
+                    compute)
     except ModelLoadError as error:
         st.error(plain(str(error)))
     except GenerationRefused as error:

@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from models.loading.source import Kind
 from ui.examples import BY_KEY, MARIO
 from ui.lesson_figures import (
     RAMP, SPAN, cross_attention_figure, decoder_self_figure, dot_products_figure,
@@ -46,7 +45,7 @@ class SetSidebar:
 
     label: str
     text: str | None = None
-    kind: Kind | None = None
+    kind: str | None = None  # a registered kind (models/loading/kinds/)
 
 
 @dataclass(frozen=True)

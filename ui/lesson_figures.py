@@ -13,7 +13,6 @@ from models.experiments.finetune import DEFAULT_EPOCHS, PRETRAINED, default_sett
 from models.analysis.head_finder import TokenNotFound, every_position, locate, query_to_keys
 from models.experiments.labelled_data import load_shipped
 from models.teaching.scaling import entropy_bits, softmax
-from models.loading.source import Kind
 from models.teaching.span_training import load_learned_spans
 from models.teaching.translation_task import EXAMPLE_SENTENCES
 from ui import charts, finetune_cache, seq2seq_cache, teaching_cache as teach
@@ -136,8 +135,7 @@ def unscaled_row_figure(key: str) -> None:
 
 def _teaching_inputs() -> tuple[str, int, str, str]:
     given = sidebar_input()
-    seed = given.source.seed if given.source.kind is Kind.SCRATCH_RANDOM else 0
-    return given.encoder_name, seed, given.text, given.pair
+    return given.encoder_name, given.source.seed, given.text, given.pair  # seed 0 unless seeded
 
 
 def masked_scores_figure(key: str) -> None:

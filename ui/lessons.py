@@ -13,7 +13,8 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from models.loading.source import Kind
+from models.loading import kinds
+from models.loading.kinds import DECODER, PRETRAINED
 from ui.examples import BY_KEY, link_params
 from ui.lesson_content import LESSONS, Action, Question, SetSidebar, Switch, ToggleModel
 from ui.lesson_figures import FLAG, _flag
@@ -81,17 +82,18 @@ def _answered(lesson: str, number: int, key: str) -> None:
         state["right"].discard((lesson, number))
 
 
-def _set_sidebar(text: str | None, kind: Kind | None) -> None:
+def _set_sidebar(text: str | None, kind: str | None) -> None:
     if text is not None:
         st.session_state["sb_text"] = text
         st.session_state["sb_pair"] = ""
     if kind is not None:
-        st.session_state["sb_kind"] = kind.value
+        st.session_state["sb_kind"] = kind
 
 
 def _toggle_model() -> None:
-    decoder = st.session_state.get("sb_kind") == Kind.DECODER.value
-    st.session_state["sb_kind"] = (Kind.ENCODER if decoder else Kind.DECODER).value
+    """Between the pretrained encoder and the causal decoder."""
+    causal = kinds.spec(st.session_state.get("sb_kind", kinds.default_kind().value)).causal
+    st.session_state["sb_kind"] = (PRETRAINED if causal else DECODER).value
 
 
 def _toggle_flag(name: str) -> None:
@@ -103,8 +105,8 @@ def _try_this(action: Action, key: str) -> None:
     if isinstance(action, SetSidebar):
         st.button(action.label, key=key, on_click=_set_sidebar, args=(action.text, action.kind))
     elif isinstance(action, ToggleModel):
-        decoder = sidebar_input().source.kind is Kind.DECODER
-        st.button("Switch the model back to the pretrained encoder" if decoder
+        causal = sidebar_input().source.causal
+        st.button("Switch the model back to the pretrained encoder" if causal
                   else "Switch the model to the causal decoder", key=key, on_click=_toggle_model)
     elif isinstance(action, Switch):
         st.button(action.turn_off if _flag(action.name) else action.turn_on, key=key,

@@ -6,16 +6,17 @@
   one int, float, str or bool (`maps_layer` becomes `layer=…`; a name that would clash with a
   shared one, such as `scaling_seed`, keeps its prefix). Which widgets a page has is read once
   from its source. Buttons, tables, charts, uploads, lists and page texts longer than
-  `MAX_CONTROL_CHARS` never go into a link, and neither do loaded-model messages or anything a
-  page keeps in the session besides its widgets.
+  `models.limits.LINK_CONTROL_CHARS` never go into a link, and neither do loaded-model messages
+  or anything a page keeps in the session besides its widgets.
 
 `model` is the sidebar's model kind (`pretrained`, `decoder`, `scratch-random`,
-`scratch-copied`, see `models.loading.source.Kind`), followed by `:name` when the model is not the
-built-in one of that kind: `model=decoder`, `model=pretrained:bert-base-uncased`. The name is what
-the user typed in the sidebar and loaded, so a link never shows a server path the user did not
-type. Opening a link loads a Hub id the way the sidebar's Load button does; a local folder is
-followed only in the session that loaded it (so back and forward work there), never opened for
-anyone else: they get the built-in model and a note asking them to load the folder themselves.
+`scratch-copied`: the values of the kinds models/loading/kinds/ offers the sidebar), followed by
+`:name` when the model is not the built-in one of that kind: `model=decoder`,
+`model=pretrained:bert-base-uncased`. The name is what the user typed in the sidebar and loaded,
+so a link never shows a server path the user did not type. Opening a link loads a Hub id the way
+the sidebar's Load button does; a local folder is followed only in the session that loaded it (so
+back and forward work there), never opened for anyone else: they get the built-in model and a
+note asking them to load the folder themselves.
 
 ui/links.py decides, run by run, when a URL is read and when it is written.
 """
@@ -33,18 +34,16 @@ from pathlib import Path
 
 import streamlit as st
 
-from models.loading.decoder import DEFAULT_DECODER
 from models.errors import ModelLoadError
-from models.limits import MAX_TEXT_CHARS, MODEL_NAME_CHARS
-from models.loading.pretrained import DEFAULT_MODEL, model_identity
-from models.loading.source import Kind
+from models.limits import LINK_CONTROL_CHARS, MAX_SEED, MAX_TEXT_CHARS, MODEL_NAME_CHARS
+from models.loading import kinds
+from models.loading.kinds import KindSpec, default_kind
+from models.loading.pretrained import model_identity
 from ui import cache
-from ui.state import DECODER_NAME, DEFAULT_TEXT, LOADED_NAMES, MODEL_NAME
+from ui.state import DEFAULT_TEXT, LOADED_NAMES, name_slot, sidebar_name
 
 SHARED = ("text", "pair", "model", "seed", "merge", "hide")
 RESERVED = frozenset(SHARED) | {"embed", "embed_options"}  # Streamlit keeps the last two
-MAX_CONTROL_CHARS = 500  # a page's text box longer than this is data, not a setting
-MAX_SEED = 2**31 - 1
 TRUE, FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 
@@ -239,7 +238,7 @@ def _like(current: object, text: str) -> object:
 
 def read_value(kind: str, text: str, current: object = None) -> object:
     """The value a control of `kind` gets from `text`; raises Refused when it cannot."""
-    if len(text) > MAX_CONTROL_CHARS:
+    if len(text) > LINK_CONTROL_CHARS:
         raise Refused("is too long")
     if kind == "bool":
         return _as_bool(text)
@@ -265,7 +264,7 @@ def link_text(value: object) -> str | None:
     if isinstance(value, numbers.Real):
         return repr(float(value)) if math.isfinite(value) else None
     if isinstance(value, str):
-        return value if len(value) <= MAX_CONTROL_CHARS else None
+        return value if len(value) <= LINK_CONTROL_CHARS else None
     return None
 
 
@@ -276,12 +275,13 @@ def quoted(text: str) -> str:
 
 # --- the shared inputs of the sidebar --------------------------------------------------------
 
-def _default_name(kind: Kind) -> str:
-    return DEFAULT_DECODER if kind is Kind.DECODER else DEFAULT_MODEL
-
-
-def _name_slot(kind: Kind) -> str:
-    return DECODER_NAME if kind is Kind.DECODER else MODEL_NAME
+def model_param(kind: str) -> str | None:
+    """The link's `model` for `kind` with the name the sidebar gives it: `kind:name` unless it is
+    the kind's built-in model, `kind` alone unless it is the default kind too."""
+    name = sidebar_name(kind)
+    if name != kinds.spec(kind).default_name:
+        return f"{kind}:{name}"
+    return None if kind == default_kind().value else kind
 
 
 def shared_params() -> dict[str, str]:
@@ -291,14 +291,12 @@ def shared_params() -> dict[str, str]:
     pair = (state.get("sb_pair") or "").strip()
     if pair:
         params["pair"] = pair
-    kind = Kind(state.get("sb_kind", Kind.ENCODER.value))
-    name = state.get(_name_slot(kind), _default_name(kind))
-    if name != _default_name(kind):
-        params["model"] = f"{kind.value}:{name}"
-    elif kind is not Kind.ENCODER:
-        params["model"] = kind.value
+    kind = state.get("sb_kind", default_kind().value)
+    model = model_param(kind)
+    if model is not None:
+        params["model"] = model
     seed = int(state.get("sb_seed", 0) or 0)
-    if kind is Kind.SCRATCH_RANDOM and seed:
+    if kinds.spec(kind).uses_seed and seed:
         params["seed"] = str(seed)
     if state.get("sb_merge_words"):
         params["merge"] = "true"
@@ -307,21 +305,30 @@ def shared_params() -> dict[str, str]:
     return params
 
 
-def _model_from_link(value: str, notes: list[str]) -> tuple[Kind, str]:
+def _offered(value: str) -> KindSpec | None:
+    """The kind a link names, if the sidebar offers it."""
+    try:
+        kind = kinds.spec(value)
+    except ValueError:
+        return None
+    return kind if kind.offered else None
+
+
+def _model_from_link(value: str, notes: list[str]) -> tuple[str, str]:
     """The kind and model name a link's `model` names, or the built-in model with a note."""
     kind_text, _, name = value.partition(":")
-    try:
-        kind = Kind(kind_text.strip())
-    except ValueError:
+    kind = _offered(kind_text.strip())
+    if kind is None:
+        fallback = default_kind()
         notes.append(f"The link's model {quoted(kind_text)} is not one this app knows; showing "
-                     "the built-in pretrained encoder.")
-        return Kind.ENCODER, DEFAULT_MODEL
-    name = name.strip() or _default_name(kind)
+                     "the built-in model.")
+        return fallback.value, fallback.default_name
+    name = name.strip() or kind.default_name
     state = st.session_state
-    if name in (_default_name(kind), state.get(_name_slot(kind))) or \
+    if name in (kind.default_name, state.get(name_slot(kind.value))) or \
             name in state.get(LOADED_NAMES, ()):
-        return kind, name
-    fallback = (kind, _default_name(kind))
+        return kind.value, name
+    fallback = (kind.value, kind.default_name)
     if len(name) > MODEL_NAME_CHARS:
         notes.append("The link's model name is too long; showing the built-in model.")
         return fallback
@@ -331,11 +338,11 @@ def _model_from_link(value: str, notes: list[str]) -> tuple[Kind, str]:
                      "(Use another pretrained model) to see it.")
         return fallback
     try:
-        (cache.decoder if kind is Kind.DECODER else cache.pretrained)(name)
+        cache.named(kind.value, name)
     except ModelLoadError as error:
         notes.append(f"{error} Showing the built-in model instead.")
         return fallback
-    return kind, name
+    return kind.value, name
 
 
 def apply_shared(incoming: dict[str, str], whole: bool, notes: list[str]) -> None:
@@ -351,9 +358,9 @@ def apply_shared(incoming: dict[str, str], whole: bool, notes: list[str]) -> Non
     if "pair" in incoming or whole:
         state["sb_pair"] = incoming.get("pair", "")[:MAX_TEXT_CHARS]
     if "model" in incoming or whole:
-        kind, name = _model_from_link(incoming.get("model", Kind.ENCODER.value), notes)
-        state["sb_kind"] = kind.value
-        state[_name_slot(kind)] = name
+        kind, name = _model_from_link(incoming.get("model", default_kind().value), notes)
+        state["sb_kind"] = kind
+        state[name_slot(kind)] = name
     if "seed" in incoming or whole:
         seed = 0
         try:

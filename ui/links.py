@@ -51,14 +51,13 @@ from urllib.parse import urlencode, urlsplit
 
 import streamlit as st
 
-from ui.link_codec import (MAX_CONTROL_CHARS, RESERVED, SHARED, PageControls, Refused,
-                           apply_shared, link_text, page_controls, page_file, quoted, read_value,
-                           shared_params)
+from ui.link_codec import (RESERVED, SHARED, PageControls, Refused, apply_shared, link_text,
+                           page_controls, page_file, quoted, read_value, shared_params)
 from ui.state import CORRECTED
 from ui.text import plain
 
 # The public API of links, for pages and other ui modules (the codec's names re-exported).
-__all__ = ["MAX_CONTROL_CHARS", "PAGE", "SHARED", "LinkedView", "PageControls", "link_text",
+__all__ = ["PAGE", "SHARED", "LinkedView", "PageControls", "link_text",
            "page_controls", "read_value", "shared_params"]
 
 WRITTEN = "_link_written"  # session key: the query this session last wrote or read

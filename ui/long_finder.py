@@ -15,16 +15,19 @@ import streamlit as st
 from models.analysis.head_finder import TokenSpan
 from models.hooks.long_rows import rows_every_layer
 from models.loading.source import ModelSource
-from ui import cache, long_inputs
+from models.store import stores
+from models.store.keys import result_key
+from ui import byte_caches, cache, long_inputs
 
 
 def query_rows(source: ModelSource, text: str, pair: str, query: TokenSpan) -> np.ndarray:
     """(L, H, W, K) float32, read-only: every layer's exact rows of the query's W pieces over all
     the keys of a long input, computed once per server with a progress bar."""
     runner = cache.loaded(source)
-    key = ("long-finder-rows", source, runner.label, text, pair, query.start, query.stop)
+    key = result_key("long-finder-rows", source, runner.label, text, pair, query.start,
+                     query.stop)
 
-    def compute() -> cache.Sized:
+    def compute() -> np.ndarray:
         overview, kept = long_inputs.kept_inputs(source, text, pair)
         bar = st.progress(0.0, text="Computing the query's rows in every layer…")
         try:
@@ -35,6 +38,6 @@ def query_rows(source: ModelSource, text: str, pair: str, query: TokenSpan) -> n
         finally:
             bar.empty()
         rows.setflags(write=False)
-        return cache.Sized(rows, rows.nbytes)
+        return rows
 
-    return cache.kept_trace(key, compute).value
+    return byte_caches.kept(stores.TRACES, key, compute)

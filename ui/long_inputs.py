@@ -30,7 +30,9 @@ from models.loading.source import ModelSource
 from models.limits import LONG_INPUT_DISK_BYTES
 from models.hooks.streaming import (LayerInputs, Streamed, exact_head, exact_layer, long_limit,
                               prepare, stream)
-from ui import cache
+from models.store import stores
+from models.store.keys import result_key
+from ui import byte_caches, cache
 from ui.long_summary import LongReducer, LongSummary
 
 _ONE_AT_A_TIME = threading.Lock()
@@ -146,7 +148,7 @@ def _forget(kept: LayerInputs) -> None:
 def overview(source: ModelSource, text: str, pair: str) -> LongOverview:
     """Every head's thumbnail for a long input, streamed once per server with a progress bar."""
     runner = cache.loaded(source)
-    key = ("long-overview", source, runner.label, text, pair)
+    key = result_key("long-overview", source, runner.label, text, pair)
 
     def compute() -> LongOverview:
         encoded, _ = prepare(runner, text, pair or None)  # the tokens the stream will read
@@ -174,14 +176,14 @@ def overview(source: ModelSource, text: str, pair: str) -> LongOverview:
         weakref.finalize(result, _forget, streamed.layer_inputs)  # dropped from memory: files go
         return result
 
-    return cache.kept_trace(key, compute)
+    return byte_caches.kept(stores.TRACES, key, compute)
 
 
 def head(source: ModelSource, text: str, pair: str, layer: int, head_index: int) -> np.ndarray:
     """(Q, K) exact weights of one head of a long input (the layers before it run fused
     attention; see models.hooks.streaming.exact_layer)."""
     runner = cache.loaded(source)
-    key = ("long-head", source, runner.label, text, pair, layer, head_index)
+    key = result_key("long-head", source, runner.label, text, pair, layer, head_index)
 
     def compute() -> LongHead:
         streamed = overview(source, text, pair).streamed
@@ -192,7 +194,7 @@ def head(source: ModelSource, text: str, pair: str, layer: int, head_index: int)
             maps = one_at_a_time(lambda: exact_layer(runner, streamed.encoded, layer, fast=True))
         return LongHead(maps[head_index].copy())  # the head alone: the layer's maps can go
 
-    return cache.kept_trace(key, compute).weights
+    return byte_caches.kept(stores.TRACES, key, compute).weights
 
 
 def kept_inputs(source: ModelSource, text: str, pair: str) -> tuple[LongOverview, LayerInputs]:

@@ -10,7 +10,9 @@ from models.store.byte_cache import release_freed_memory
 from models.experiments.long_predictions import long_predictions
 from models.loading.source import ModelSource
 from models.hooks.trace import Predictions
-from ui import cache, long_inputs
+from models.store import stores
+from models.store.keys import result_key
+from ui import byte_caches, cache, long_inputs
 
 
 def long_count(source: ModelSource, text: str, pair: str) -> long_inputs.LongCount | None:
@@ -28,7 +30,7 @@ def predictions(source: ModelSource, text: str, pair: str) -> Predictions:
     """The next-token candidates after the whole long text and every position's prediction
     (the `Predictions` a short input's trace holds; it reports its own `nbytes`)."""
     runner = cache.loaded(source)
-    key = ("long-predictions", source, runner.label, text, pair)
+    key = result_key("long-predictions", source, runner.label, text, pair)
 
     def compute() -> Predictions:
         overview, kept = long_inputs.kept_inputs(source, text, pair)
@@ -45,5 +47,5 @@ def predictions(source: ModelSource, text: str, pair: str) -> Predictions:
             bar.empty()
             release_freed_memory()  # the last layer's maps (~1.2 GB at 4,096 tokens) are gone
 
-    return cache.kept_trace(key, compute)
+    return byte_caches.kept(stores.TRACES, key, compute)
 

@@ -10,25 +10,22 @@ import streamlit as st
 from models.hooks.long_rows import ExactRows, exact_rows, window_maps
 from models.hooks.record import AttentionRecord
 from models.loading.source import ModelSource
-from ui import cache, long_inputs
-
-
-def _array_bytes(rows: ExactRows) -> int:
-    return sum(array.nbytes for array in (rows.weights, rows.query, rows.key, rows.value,
-                                          rows.context, rows.allowed))
+from models.store import stores
+from models.store.keys import result_key
+from ui import byte_caches, cache, long_inputs
 
 
 def exact_row(source: ModelSource, text: str, pair: str, layer: int, query: int) -> ExactRows:
     """One query's exact row of every head of `layer`, with the vectors the model multiplied."""
     runner = cache.loaded(source)
-    key = ("long-row", source, runner.label, text, pair, layer, query)
+    key = result_key("long-row", source, runner.label, text, pair, layer, query)
 
-    def compute() -> cache.Sized:
+    def compute() -> ExactRows:
         overview, kept = long_inputs.kept_inputs(source, text, pair)
         rows = exact_rows(runner, overview.streamed.encoded, layer, range(query, query + 1), kept)
-        return cache.Sized(rows, _array_bytes(rows))
+        return rows
 
-    return cache.kept_trace(key, compute).value
+    return byte_caches.kept(stores.TRACES, key, compute)
 
 
 def window_record(source: ModelSource, text: str, pair: str, start: int,
@@ -36,7 +33,7 @@ def window_record(source: ModelSource, text: str, pair: str, start: int,
     """Every layer's exact maps of the window [start, start + size) of a long input (queries and
     keys both cut to it), as a record whose rows hold only the weights inside the window."""
     runner = cache.loaded(source)
-    key = ("long-window", source, runner.label, text, pair, start, size)
+    key = result_key("long-window", source, runner.label, text, pair, start, size)
 
     def compute() -> AttentionRecord:
         overview, kept = long_inputs.kept_inputs(source, text, pair)
@@ -53,7 +50,7 @@ def window_record(source: ModelSource, text: str, pair: str, start: int,
         return AttentionRecord(encoded.tokens[start:stop], weights=np.ascontiguousarray(maps),
                                source=runner.label, masks=masks, special_positions=special)
 
-    return cache.kept_trace(key, compute)
+    return byte_caches.kept(stores.TRACES, key, compute)
 
 
 def strongest_keys(weights: np.ndarray, candidates: list[int], count: int) -> list[int]:

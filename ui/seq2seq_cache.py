@@ -1,11 +1,13 @@
 """Cached resources of the encoder–decoder page.
 
-The toy translator is trained once per machine (the disk cache, models/teaching/trained_translator.py) and
-loaded once per server (st.cache_resource: one fixed model), so thirty students share one
-training. Hugging Face encoder–decoders are kept by what they are (however the name is spelled),
-at most `models.limits.SEQ2SEQ_MODELS` at once, least recently used unloaded. Translations and
-bertviz pages are kept per input in the byte-bounded store shared with the other pages
-(ui.byte_caches.results). "Retrain and watch" runs for one session at a time.
+The toy translator is trained once per machine (the disk cache,
+models/teaching/trained_translator.py) and loaded once per server (pinned in
+models.store.stores.SEQ2SEQ_MODELS: one fixed model), so thirty students share one training.
+Hugging Face encoder–decoders are a model kind (models/loading/kinds/seq2seq.py) loaded through
+ui.cache.loaded and kept there by what they are (however the name is spelled), at most
+`models.limits.SEQ2SEQ_MODELS` at once, least recently used unloaded. Translations and bertviz
+pages are kept per input in the byte-bounded store shared with the other pages
+(models.store.stores.RESULTS). "Retrain and watch" runs for one session at a time.
 """
 
 from __future__ import annotations
@@ -14,22 +16,22 @@ import hashlib
 import threading
 from dataclasses import replace
 
-import streamlit as st
-
-from models.loading.hf_seq2seq import Seq2SeqRun, load_seq2seq, run_seq2seq
-from models.limits import SEQ2SEQ_MODELS
-from models.loading.loaded_models import LoadedModels
-from models.loading.pretrained import LoadedModel, model_identity
+from models.limits import MAX_RETRAIN_STEPS, MIN_RETRAIN_STEPS
+from models.loading.hf_seq2seq import Seq2SeqRun, run_seq2seq
+from models.loading.kinds import SEQ2SEQ
+from models.loading.pretrained import model_identity
+from models.loading.source import LoadedSource, ModelSource
 from models.hooks.record import AttentionRecord
 from models.teaching.seq2seq_training import load_or_train, train, translate
 from models.teaching.trained_translator import (Progress, Snapshot, TrainedTranslator, TrainingSettings,
                                        Translation, is_cached)
-from ui import byte_caches
+from models.store import stores
+from models.store.keys import result_key
+from ui import cache
+from ui.byte_caches import kept
 from viz.bertviz_views import encoder_decoder_html
 
 TOY_SETTINGS = TrainingSettings()
-MIN_RETRAIN_STEPS = 20
-MAX_RETRAIN_STEPS = 600  # about a minute on two cores
 
 _RETRAINING = threading.Lock()
 
@@ -45,43 +47,36 @@ def train_toy(progress: Progress) -> None:
     load_or_train(TOY_SETTINGS, progress)
 
 
-# One fixed model per server: not keyed by anything a student types.
-@st.cache_resource(show_spinner="Loading the toy translator (once per server)…")
 def toy_translator() -> TrainedTranslator:
-    return load_or_train(TOY_SETTINGS)
+    """One fixed model per server (pinned: not keyed by anything a student types)."""
+    return kept(stores.SEQ2SEQ_MODELS, result_key("toy translator", TOY_SETTINGS),
+                lambda: load_or_train(TOY_SETTINGS),
+                "Loading the toy translator (once per server)…", pinned=True)
 
 
 def toy_translation(text: str) -> Translation:
-    return byte_caches.kept(byte_caches.results(), ("toy_translation", text),
-                            lambda: translate(toy_translator(), text))
+    return kept(stores.RESULTS, result_key("toy_translation", text),
+                lambda: translate(toy_translator(), text))
 
 
-@st.cache_resource
-def _models() -> LoadedModels:
-    """The encoder–decoders loaded on this server, keyed by what they are, bounded in number."""
-    return LoadedModels(SEQ2SEQ_MODELS)
-
-
-def hf_model(name: str) -> LoadedModel:
-    """The encoder–decoder `name` names; a spinner only while it loads."""
-    return byte_caches.spinning(_models(), model_identity(name), lambda: load_seq2seq(name),
-                                "Loading the encoder–decoder (once per server)…")
+def hf_model(name: str) -> LoadedSource:
+    """The encoder–decoder `name` names, through its kind; a spinner only while it loads."""
+    return cache.loaded(ModelSource(SEQ2SEQ, name))
 
 
 def hf_run(name: str, source: str, target: str, max_new_tokens: int) -> Seq2SeqRun:
-    return byte_caches.kept(
-        byte_caches.results(), ("hf_run", model_identity(name), source, target, max_new_tokens),
-        lambda: run_seq2seq(hf_model(name), source, target or None, max_new_tokens),
-        "Running the model…")
+    key = result_key("hf_run", model_identity(name), source, target, max_new_tokens)
+    return kept(stores.RESULTS, key,
+                lambda: run_seq2seq(hf_model(name), source, target or None, max_new_tokens),
+                "Running the model…")
 
 
 def bertviz_html(encoder: AttentionRecord, decoder: AttentionRecord, cross: AttentionRecord,
                  view: str) -> str:
     """The same page for the same records (keyed by their content, as ui.cache's bertviz pages)."""
-    key = ("bertviz", *(_content(record) for record in (encoder, decoder, cross)), view)
-    return byte_caches.kept(byte_caches.results(), key,
-                            lambda: encoder_decoder_html(encoder, decoder, cross, view),
-                            "Building bertviz's view…")
+    key = result_key("bertviz", *(_content(record) for record in (encoder, decoder, cross)), view)
+    return kept(stores.RESULTS, key, lambda: encoder_decoder_html(encoder, decoder, cross, view),
+                "Building bertviz's view…")
 
 
 def _content(record: AttentionRecord) -> tuple:

@@ -11,10 +11,12 @@ import streamlit as st
 from models.loading.conversion import prepare_default_decoder
 from models.loading.decoder import DEFAULT_DECODER
 from models.errors import ModelLoadError, UnsupportedModelType
-from models.limits import MAX_TEXT_CHARS
+from models.limits import MAX_SEED, MAX_TEXT_CHARS, MODEL_NAME_CHARS
 from models.loading.pretrained import DEFAULT_MODEL, LoadedModel
 from models.hooks.record import AttentionRecord
-from models.loading.source import Kind, LoadedSource, ModelSource
+from models.loading import kinds
+from models.loading.kinds import DECODER, DECODER_NAMES, PRETRAINED, default_kind
+from models.loading.source import LoadedSource, ModelSource
 from models.hooks.streaming import long_limit
 from models.hooks.trace import Trace
 from ui import cache, charts
@@ -42,29 +44,36 @@ def _load_other_model() -> None:
     name = st.session_state.get("sb_model_input", "").strip()
     try:
         cache.pretrained(name)
-        slot, kind = MODEL_NAME, Kind.ENCODER
+        kind = PRETRAINED
     except UnsupportedModelType:
         try:
             cache.decoder(name)
-            slot, kind = DECODER_NAME, Kind.DECODER
+            kind = DECODER
         except ModelLoadError as error:
             st.session_state[LOAD_MESSAGE] = ("error", str(error))
             return
     except ModelLoadError as error:
         st.session_state[LOAD_MESSAGE] = ("error", str(error))
         return
-    st.session_state[slot] = name
+    st.session_state[name_slot(kind.value)] = name
     st.session_state["sb_kind"] = kind.value
     st.session_state.setdefault(LOADED_NAMES, set()).add(name)
     st.session_state[LOAD_MESSAGE] = ("success", f"Loaded '{name}'.")
 
 
-def _model_caption(kind: Kind) -> str:
-    if kind is Kind.DECODER:
-        return f"Decoder: {st.session_state[DECODER_NAME]}"
-    if kind is Kind.SCRATCH_RANDOM:
-        return f"Tokenizer from {st.session_state[MODEL_NAME]}"
-    return f"Pretrained model: {st.session_state[MODEL_NAME]}"
+def name_slot(kind: str) -> str:
+    """The session key of the model name a kind reads: the sidebar's decoder or its encoder."""
+    return DECODER_NAME if kinds.spec(kind).names == DECODER_NAMES else MODEL_NAME
+
+
+def sidebar_name(kind: str) -> str:
+    """The model name the sidebar gives a kind (the one this session loaded, or the built-in)."""
+    return st.session_state.get(name_slot(kind)) or kinds.spec(kind).default_name
+
+
+def sidebar_source(kind: str, seed: int = 0) -> ModelSource:
+    """The model of `kind` the sidebar would run: its name for that kind, and the seed."""
+    return ModelSource(kind, sidebar_name(kind), seed)
 
 
 def sidebar() -> None:
@@ -79,12 +88,14 @@ def sidebar() -> None:
                      max_chars=MAX_TEXT_CHARS,
                      help="Any text; longer than the model's limit is truncated with a notice.")
         st.text_input("Second sentence (optional, makes a pair)", key="sb_pair",
+                      max_chars=MAX_TEXT_CHARS,
                       placeholder="e.g. Fruit flies like a banana.")
-        st.radio("Model", [kind.value for kind in Kind], format_func=lambda v: Kind(v).title,
-                 key="sb_kind")
-        if st.session_state.sb_kind == Kind.SCRATCH_RANDOM.value:
-            st.number_input("Seed", min_value=0, max_value=2**31 - 1, step=1, key="sb_seed")
-        st.text(_model_caption(Kind(st.session_state.sb_kind)))
+        st.radio("Model", [kind.value for kind in kinds.offered()],
+                 format_func=lambda value: kinds.spec(value).title, key="sb_kind")
+        chosen = kinds.spec(st.session_state.sb_kind)
+        if chosen.uses_seed:
+            st.number_input("Seed", min_value=0, max_value=MAX_SEED, step=1, key="sb_seed")
+        st.text(chosen.caption(sidebar_source(chosen.value)))
         st.toggle("Merge word pieces into words", key="sb_merge_words",
                   help="A word's row is the mean of its pieces' rows; its column the sum of "
                        "its pieces' columns, so rows still add up to 1.")
@@ -92,6 +103,7 @@ def sidebar() -> None:
                   help="Drops [CLS], [SEP] and the like; every row is renormalised to 1.")
         with st.expander("Use another pretrained model"):
             st.text_input("Hugging Face model id or local folder", key="sb_model_input",
+                          max_chars=MODEL_NAME_CHARS,
                           placeholder="bert-base-uncased, gpt2 or /path/to/folder")
             st.button("Load", key="sb_model_load", on_click=_load_other_model)
             st.caption("Only .safetensors weights are read and no remote code runs. "
@@ -138,12 +150,11 @@ def sidebar_input() -> SidebarInput:
     state = st.session_state
     encoder_name = state.get(MODEL_NAME, DEFAULT_MODEL)
     decoder_name = state.get(DECODER_NAME, DEFAULT_DECODER)
-    kind = Kind(state.get("sb_kind", Kind.ENCODER.value))
     return SidebarInput(
         text=_capped(state.get("sb_text", DEFAULT_TEXT) or ""),
         pair=_capped((state.get("sb_pair") or "").strip()),
-        source=ModelSource(kind, decoder_name if kind is Kind.DECODER else encoder_name,
-                           int(state.get("sb_seed", 0))),
+        source=sidebar_source(state.get("sb_kind", default_kind().value),
+                              int(state.get("sb_seed", 0))),
         encoder_name=encoder_name,
         decoder_name=decoder_name,
         merge_words=bool(state.get("sb_merge_words")),
@@ -153,13 +164,12 @@ def sidebar_input() -> SidebarInput:
 
 def use_decoder() -> None:
     """Button callback: switch the sidebar's model to the causal decoder."""
-    st.session_state["sb_kind"] = Kind.DECODER.value
+    st.session_state["sb_kind"] = DECODER.value
 
 
 def loaded_source(source: ModelSource) -> LoadedSource:
     """The loaded model for `source`, converting the embedded decoder first with progress."""
-    if source.kind is Kind.DECODER:
-        decoder_with_progress(source.name)
+    _prepare_embedded(source.name)
     return cache.loaded(source)
 
 
@@ -183,8 +193,8 @@ def current_trace() -> Trace | None:
                    f"to {long_limit(runner):,} tokens, layer by layer."
                    if long_limit(runner) > runner.max_tokens else "")
         st.warning(runner.limit_notice(result.record.dropped_tokens) + further)
-    if given.source.kind is Kind.SCRATCH_COPIED:
-        difference = cache.copied_difference(given.source.name, given.text, given.pair)
+    if given.source.spec.reproduces is not None:
+        difference = cache.copied_difference(given.source, given.text, given.pair)
         st.success(
             f"With the weights copied in, the from-scratch encoder reproduces "
             f"{given.source.name}: the largest difference from its attention, over all "
@@ -216,13 +226,18 @@ def current_record(apply_options: bool = True) -> AttentionRecord | None:
 def decoder_with_progress(name: str) -> LoadedModel:
     """The cached decoder; the first use on a machine converts the embedded SmolLM2 (~20 s)
     and shows its progress."""
+    _prepare_embedded(name)
+    return cache.decoder(name)
+
+
+def _prepare_embedded(name: str) -> None:
+    """The first use of the embedded SmolLM2 on a machine converts it (~20 s), with progress."""
     if name == DEFAULT_DECODER:
         bar = st.progress(0.0, text="Preparing SmolLM2 (once per machine, about 20 s)…")
         try:
             prepare_default_decoder(lambda fraction, message: bar.progress(fraction, text=message))
         finally:
             bar.empty()
-    return cache.decoder(name)
 
 
 def index_slider(label: str, count: int, key: str, container=st) -> int:

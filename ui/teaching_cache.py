@@ -1,8 +1,8 @@
 """Cached results for the teaching pages (masks, scaling, positions), built on ui.cache's models.
 
 Results keyed by what a student types or chooses are kept in the byte-bounded store shared with
-the other pages (ui.byte_caches.results, `models.limits.RESULT_CACHE_BYTES`); the from-scratch
-encoders and traces live in ui.cache's bounded stores.
+the other pages (models.store.stores.RESULTS, `models.limits.RESULT_CACHE_BYTES`); the
+from-scratch encoders and traces are kept by ui.cache.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from dataclasses import replace
 from typing import TypeVar
 
 import numpy as np
-import streamlit as st
 
 from models.scratch.encoder import Encoder
 from models.teaching.masks import PaddedBatch, padded_batch, with_mask_style
@@ -21,9 +20,13 @@ from models.teaching.positions import (cosine_similarity, learned_position_count
 from models.teaching.scaling import (DotProductExperiment, EntropyCurve, SoftmaxRow, dot_product_experiment,
                             entropy_curve, experiment_dimensions, softmax_row)
 from models.teaching.rotary import rotary_angles, rotary_module
-from models.loading.source import Kind, LoadedSource, ModelSource
+from models.loading.kinds import SCRATCH_COPIED, SCRATCH_RANDOM
+from models.loading.source import LoadedSource, ModelSource
 from models.hooks.trace import Trace
-from ui import byte_caches, cache
+from models.store import stores
+from models.store.keys import ResultKey, result_key
+from ui import cache
+from ui.byte_caches import kept
 
 Value = TypeVar("Value")
 EXPERIMENT_SAMPLES = 2000  # pairs per dimension: about 1.7 % standard error on the mean
@@ -32,7 +35,7 @@ ENTROPY_LARGEST_DIMENSION = 4096
 
 
 def scratch_source(name: str, seed: int, copied: bool) -> ModelSource:
-    return ModelSource(Kind.SCRATCH_COPIED if copied else Kind.SCRATCH_RANDOM, name, seed)
+    return ModelSource(SCRATCH_COPIED if copied else SCRATCH_RANDOM, name, seed)
 
 
 def _encoder(name: str, seed: int, copied: bool) -> Encoder:
@@ -56,8 +59,8 @@ def steps(name: str, seed: int, copied: bool, causal: bool, text: str, pair: str
     return cache.cached_trace(scratch_runner(name, seed, copied, causal), text, pair)
 
 
-def _kept(key: tuple, compute: Callable[[], Value], message: str | None = None) -> Value:
-    return byte_caches.kept(byte_caches.results(), key, compute, message)
+def _kept(key: ResultKey, compute: Callable[[], Value], message: str | None = None) -> Value:
+    return kept(stores.RESULTS, key, compute, message)
 
 
 def batch(name: str, seed: int, copied: bool, first: str, second: str) -> PaddedBatch:
@@ -65,23 +68,26 @@ def batch(name: str, seed: int, copied: bool, first: str, second: str) -> Padded
         runner = scratch_runner(name, seed, copied, causal=False)
         return padded_batch(runner.model, runner.tokenizer, (first, second), runner.label)
 
-    return _kept(("batch", name, seed, copied, first, second), compute, "Running the batch…")
+    return _kept(result_key("batch", name, seed, copied, first, second), compute,
+                 "Running the batch…")
 
 
-# One fixed experiment per server (the pages ask for one constant seed each), so it stays a plain
-# resource: it is not keyed by anything a student chooses.
-@st.cache_resource(show_spinner="Multiplying random vectors (once per server)…")
 def dot_products(seed: int) -> DotProductExperiment:
-    return dot_product_experiment(experiment_dimensions(), EXPERIMENT_SAMPLES, seed)
+    """One fixed experiment per server (the pages ask for one constant seed each): pinned, as no
+    student's choice makes another."""
+    return kept(stores.RESULTS, result_key("dot_products", seed),
+                lambda: dot_product_experiment(experiment_dimensions(), EXPERIMENT_SAMPLES, seed),
+                "Multiplying random vectors (once per server)…", pinned=True)
 
 
 def dot_products_at(dimension: int, seed: int) -> DotProductExperiment:
-    return _kept(("dot_products_at", dimension, seed),
+    return _kept(result_key("dot_products_at", dimension, seed),
                  lambda: dot_product_experiment([dimension], EXPERIMENT_SAMPLES, seed))
 
 
 def row(dimension: int, num_keys: int, seed: int) -> SoftmaxRow:
-    return _kept(("row", dimension, num_keys, seed), lambda: softmax_row(dimension, num_keys, seed))
+    return _kept(result_key("row", dimension, num_keys, seed),
+                 lambda: softmax_row(dimension, num_keys, seed))
 
 
 def entropies(num_keys: int, seed: int) -> EntropyCurve:
@@ -89,7 +95,7 @@ def entropies(num_keys: int, seed: int) -> EntropyCurve:
         dimensions = experiment_dimensions(13, ENTROPY_LARGEST_DIMENSION)
         return entropy_curve(dimensions, num_keys, ENTROPY_ROWS, seed)
 
-    return _kept(("entropies", num_keys, seed), compute, "Averaging over random rows…")
+    return _kept(result_key("entropies", num_keys, seed), compute, "Averaging over random rows…")
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:
@@ -100,24 +106,25 @@ def _read_only(array: np.ndarray) -> np.ndarray:
 
 
 def sinusoid(num_positions: int, dim: int) -> np.ndarray:
-    return _kept(("sinusoid", num_positions, dim),
+    return _kept(result_key("sinusoid", num_positions, dim),
                  lambda: _read_only(sinusoidal_encoding(num_positions, dim)))
 
 
 def sinusoid_similarity(num_positions: int, dim: int) -> np.ndarray:
-    return _kept(("sinusoid_similarity", num_positions, dim),
+    return _kept(result_key("sinusoid_similarity", num_positions, dim),
                  lambda: _read_only(cosine_similarity(sinusoidal_encoding(num_positions, dim))))
 
 
 def learned_similarity(name: str, num_positions: int) -> np.ndarray:
     """Cosine similarity of the pretrained model's learned position embeddings (ValueError if none)."""
-    return _kept(("learned_similarity", name, num_positions), lambda: _read_only(cosine_similarity(
-        learned_positions(cache.pretrained(name).model, num_positions))))
+    return _kept(result_key("learned_similarity", name, num_positions),
+                 lambda: _read_only(cosine_similarity(
+                     learned_positions(cache.pretrained(name).model, num_positions))))
 
 
 def learned_count(name: str) -> int:
     """How many learned positions the pretrained model has (0 if it has no learned table)."""
-    return _kept(("learned_count", name),
+    return _kept(result_key("learned_count", name),
                  lambda: learned_position_count(cache.pretrained(name).model))
 
 
@@ -129,4 +136,4 @@ def rotary(name: str, num_positions: int) -> np.ndarray | None:
             return None
         return _read_only(rotary_angles(model, num_positions))
 
-    return _kept(("rotary", name, num_positions), compute)
+    return _kept(result_key("rotary", name, num_positions), compute)

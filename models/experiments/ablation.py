@@ -34,13 +34,11 @@ from models.scratch.encoder import Encoder
 from models.hooks.record import AttentionRecord
 from models.loading.tokenize import EncodedText, encode
 from models.hooks.trace import trace_from_run
+from models.limits import GRID_BUDGET_BYTES
 
 ZERO, MEAN = "zero", "mean"
 ABLATION_MODES = (ZERO, MEAN)
 DEFAULT_BATCH = 32  # single-head ablations per forward in the importance grid, at most
-# What one batched forward of the grid may keep: the capture holds every layer's weights
-# (B, H, Q, K), and a masked LM's logits (B, T, V). Long inputs get smaller batches.
-GRID_BUDGET_BYTES = 256 * 2**20
 FLOAT_BYTES = 4
 TOP_K = 5
 NEXT_TOKEN, MASKED_WORD, CLASS_PROBABILITY = "next token", "masked word", "class probability"

@@ -19,11 +19,11 @@ import torch.nn.functional as F
 
 from models.experiments.classifier import SequenceClassifier, predict, tokenize
 from models.experiments.labelled_data import LabelledData
+from models.limits import MAX_EPOCHS
 
 PRETRAINED = "pretrained"
 SCRATCH = "scratch"
 ENCODER_KINDS = (PRETRAINED, SCRATCH)
-MAX_EPOCHS = 30
 WARMUP_SHARE = 0.1  # of all steps: the learning rate rises linearly, then falls linearly to 0
 EVAL_BATCH = 64
 

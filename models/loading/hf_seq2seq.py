@@ -26,6 +26,7 @@ from models.hooks import points
 from models.hooks.install import stacks
 from models.hooks.record import AttentionRecord
 from models.hooks.run import Run, run_model
+from models.limits import MAX_SOURCE_TOKENS, MAX_TARGET_TOKENS
 from models.loading.pretrained import (ENCODER_TYPES, LoadedModel, build_checked, checked_config,
                                checked_folder)
 from models.loading.tokenize import first_item_attentions
@@ -35,8 +36,6 @@ DECODER_ONLY_TYPES = frozenset(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES) - ENCODER_TYPE
 KNOWN_TYPES = frozenset(CONFIG_MAPPING_NAMES)  # read any config, then say why it does not fit
 EXAMPLES = "t5-small, facebook/bart-base or Helsinki-NLP/opus-mt-en-fr"
 
-MAX_SOURCE_TOKENS = 128  # what the views (and bertviz) draw comfortably
-MAX_TARGET_TOKENS = 64
 DEFAULT_NEW_TOKENS = 24
 
 

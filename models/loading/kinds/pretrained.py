@@ -1,0 +1,20 @@
+"""A pretrained encoder (BERT-like), loaded by name, with its masked-LM head when it has one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from models.hooks.install import install
+from models.loading.kinds.base import KindSpec, Loaders, limit_reason
+from models.loading.runner import LoadedSource, Source
+
+
+@dataclass(frozen=True)
+class PretrainedKind(KindSpec):
+    def load(self, source: Source, loaders: Loaders) -> LoadedSource:
+        base = loaders.pretrained(source.name)
+        return LoadedSource(source, install(base.lm_model or base.model), base.tokenizer,
+                            base.max_tokens, limit_reason(base))
+
+
+PRETRAINED = PretrainedKind("pretrained", "Pretrained encoder (BERT-like)")
