@@ -23,7 +23,7 @@ from models.hooks.record import AttentionRecord
 from models.loading.source import Kind, LoadedSource, ModelSource
 from models.hooks.trace import Trace
 from viz.bertviz_views import ViewChoice, view_html
-from viz.tokens import TokenView, apply_token_options
+from models.analysis.token_options import TokenView, apply_token_options
 
 
 @st.cache_resource
