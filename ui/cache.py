@@ -14,6 +14,7 @@ import hashlib
 import numpy as np
 import streamlit as st
 
+from models.analysis.token_options import TokenView, apply_token_options
 from models.store.byte_cache import ByteBudgetCache
 from models.loading.decoder import DEFAULT_DECODER, load_decoder
 from models.limits import LOADED_MODELS, SCRATCH_ENCODERS, TRACE_CACHE_BYTES
@@ -23,7 +24,6 @@ from models.hooks.record import AttentionRecord
 from models.loading.source import Kind, LoadedSource, ModelSource
 from models.hooks.trace import Trace
 from viz.bertviz_views import ViewChoice, view_html
-from models.analysis.token_options import TokenView, apply_token_options
 
 
 @st.cache_resource

@@ -128,9 +128,12 @@ class SummaryResult:
 
     @property
     def nbytes(self) -> int:
+        """The bytes kept: every part's arrays, and one input's statistics table."""
         parts = (self.head_statistics, self.detector_result, self.role_shares, self.rollout,
                  *self.thumbnails_of, *(() if self.norm_shares is None else (self.norm_shares,)))
-        return sum(part.nbytes for part in parts)
+        table = (int(self.statistics.memory_usage(deep=True).sum()) if self.num_items == 1
+                 else 0)
+        return sum(part.nbytes for part in parts) + table
 
 
 class Summary(Reducer):
