@@ -7,7 +7,7 @@ Usage: .venv/bin/python bench/bench_long.py [--tokens 4096] [--repeats 3] [--no-
     pooled maps; its per-layer inputs go to disk and are printed apart) against a full
     trace at the decoder's full-trace limit (352 tokens). Goals: <= 64 MB, and >= 10x less.
 (b) Text -> every head's thumbnail: the app's streamed forward (each layer's maps reduced by the
-    app's own reducer, ui.long_summary.LongReducer, as soon as they exist; each layer's input
+    app's own reducer, models.analysis.summary.SummaryStream, as soon as they exist; each layer's input
     written to disk) against the bare forward with eager attention (every layer's
     weights computed, none kept). Goal: <= 3x. With the browser (the default), also the served
     app from clicking "Read all ... tokens" to the mosaic and the exact head painted in headless
@@ -39,7 +39,7 @@ from models.loading.decoder import DEFAULT_DECODER, load_decoder  # noqa: E402
 from models.loading.source import Kind, ModelSource  # noqa: E402
 from models.hooks.long_rows import exact_rows, window_maps  # noqa: E402
 from models.hooks.streaming import exact_head, prepare, stream  # noqa: E402
-from ui.long_summary import LongReducer  # noqa: E402
+from models.analysis.summary import SummaryStream  # noqa: E402
 
 WORDS = "I saw a cat and a dog by the old red barn, so we ran to it.".split()
 MB = 1e6
@@ -93,7 +93,7 @@ def main() -> None:
     for _ in range(args.repeats):  # alternately, so machine noise hits both
         bare.append(bare_eager_forward(runner, encoded))
         folder = Path(tempfile.mkdtemp(prefix="bench-long-"))
-        reduce = LongReducer(encoded, runner.causal)
+        reduce = SummaryStream(encoded, runner.causal)
 
         def read_whole():
             done = stream(runner, long_text, None, reduce, keep_inputs=folder)

@@ -32,6 +32,7 @@ import bertviz  # noqa: E402
 import torch  # noqa: E402
 
 from bench.bench_record import text_of  # noqa: E402
+from models.analysis.thumbnails import thumbnails  # noqa: E402
 from models.loading.pretrained import DEFAULT_MODEL, load_pretrained  # noqa: E402
 from models.loading.source import Kind, ModelSource  # noqa: E402
 from tests.browser import launch_chromium, served_app, set_sidebar_text, wait_idle  # noqa: E402
@@ -44,7 +45,7 @@ FRESH_WORDS = ("house", "river", "music", "garden", "window")  # one WordPiece t
 
 
 def overview_bytes(record) -> int:
-    figures = (all_heads_figure(record, (0, 0)), attention_heatmap(record, 0, 0))
+    figures = (all_heads_figure(thumbnails(record), (0, 0)), attention_heatmap(record, 0, 0))
     return sum(len(figure.to_json().encode()) for figure in figures)
 
 

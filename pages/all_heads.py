@@ -1,5 +1,7 @@
 import streamlit as st
 
+from models.analysis.pooling import pool
+from models.analysis.thumbnails import thumbnails
 from ui import long_inputs, long_views
 from ui.charts import show
 from ui.downloads import export_buttons, long_export_buttons
@@ -7,7 +9,7 @@ from ui.routing import through_app
 from ui.state import current_record, index_slider, sidebar_input
 from viz.heatmap import attention_heatmap
 from viz.long_view import fit_half_width, pooled_head_figure
-from viz.overview import all_heads_figure, clicked_tile, pooled_heads_figure
+from viz.overview import all_heads_figure, clicked_tile
 
 through_app()
 
@@ -47,11 +49,11 @@ if read_all:
              "heads' patterns are faint. Turned on, each head's colours run from 0 to its own "
              "99th-percentile block: patterns show, but colours no longer compare across heads.")
     shape = (streamed.num_layers, streamed.num_heads)
-    draw_mosaic(pooled_heads_figure(overview.pooled, streamed.num_tokens, streamed.num_tokens,
-                                    (layer, head), per_tile), controls, picture, shape)
+    draw_mosaic(all_heads_figure(overview.thumbnails, (layer, head), per_tile), controls,
+                picture, shape)
     weights = long_inputs.head(given.source, given.text, given.pair, layer, head)
     whole, window = st.columns(2, gap="medium")
-    show(fit_half_width(pooled_head_figure(weights, layer, head)), key="all_long_whole",
+    show(fit_half_width(pooled_head_figure(pool(weights), layer, head)), key="all_long_whole",
          container=whole)
     last = long_views.window_last(streamed.tokens)  # it starts on the diagonal at the end
     starts = (long_views.window_start("Window: first query", last, "all_window_query", last,
@@ -88,6 +90,6 @@ else:
                 "token that collects attention from everyone (often `[SEP]` or `[CLS]`)."
             )
         shape = (record.num_layers, record.num_heads)
-        draw_mosaic(all_heads_figure(record, (layer, head)), controls, picture, shape)
+        draw_mosaic(all_heads_figure(thumbnails(record), (layer, head)), controls, picture, shape)
         show(attention_heatmap(record, layer, head), key="all_heatmap")
         export_buttons(record, layer, head, "all_export")

@@ -1,5 +1,6 @@
 import streamlit as st
 
+from models.analysis.pooling import pool
 from ui import analysis_cache, charts, long_inputs, long_views
 from ui.downloads import export_buttons, long_export_buttons
 from ui.routing import through_app
@@ -38,7 +39,7 @@ if read_all:
         "cells. Pick them one at a time with the Head slider, or see every head at once, pooled, "
         "on the All heads page.")
     weights = long_inputs.head(given.source, given.text, given.pair, layer, head)
-    charts.show(pooled_head_figure(weights, layer, head), key="maps_long_whole",
+    charts.show(pooled_head_figure(pool(weights), layer, head), key="maps_long_whole",
                 container=picture)
     sliders, window = st.columns([1, 2], gap="medium")
     last = long_views.window_last(streamed.tokens)  # it starts on the diagonal at the end

@@ -1,11 +1,12 @@
 import streamlit as st
 
+from models.analysis.compare import compare_heads, ranking_measure
 from models.errors import ModelLoadError
 from ui import cache, charts, long_compare, long_inputs, long_views
 from ui.routing import through_app
 from ui.state import loaded_source, sidebar_input
 from ui.text import plain
-from viz.compare import compare_heads, difference_heatmap, ranking_measure, side_by_side
+from viz.compare import difference_heatmap, side_by_side
 
 SECOND_DEFAULT = "Fruit flies like a banana."  # the other half of the chapter's pair
 ROLE_MEASURE = ("Heads are ranked by the difference of their roles: the Jensen-Shannon "

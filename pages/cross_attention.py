@@ -2,6 +2,7 @@ from ui.routing import through_app
 
 import streamlit as st
 
+from models.analysis.thumbnails import thumbnails
 from models.errors import ModelLoadError
 from models.limits import MAX_TARGET_TOKENS, MAX_TEXT_CHARS, MODEL_NAME_CHARS
 from models.loading.hf_seq2seq import DEFAULT_NEW_TOKENS
@@ -141,7 +142,7 @@ if run is not None:
                     f"· {record.source}")
     charts.show(attention_heatmap(record, layer, head), key="xattn_heatmap", container=picture)
     st.subheader("Every head of the cross-attention")
-    charts.show(all_heads_figure(run.cross, (layer, head)), key="xattn_all_heads")
+    charts.show(all_heads_figure(thumbnails(run.cross), (layer, head)), key="xattn_all_heads")
 
     if translator is not None:
         st.subheader("Training: watch the alignment form")

@@ -1,5 +1,6 @@
 import streamlit as st
 
+from models.analysis.compare import head_changes, ranking_measure
 from models.errors import ModelLoadError, first_sentence
 from models.experiments.finetune import (DEFAULT_EPOCHS, PRETRAINED, SCRATCH, SCRATCH_EPOCH_FACTOR,
                              default_settings)
@@ -8,9 +9,8 @@ from models.limits import KIB, LABELLED_ROWS, PAGE_EPOCHS, UPLOAD_BYTES
 from ui import charts, finetune_cache
 from ui.routing import through_app
 from ui.state import sidebar_input
-from viz.compare import ranking_measure
 from viz.training import (accuracy_figure, accuracy_table, before_after_maps, change_heatmap,
-                          cls_row_figure, data_figure, head_changes, loss_figure,
+                          cls_row_figure, data_figure, loss_figure,
                           probabilities_figure)
 
 SHIPPED, UPLOADED = "shipped", "uploaded"

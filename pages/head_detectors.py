@@ -1,7 +1,7 @@
 import streamlit as st
 
-from models.analysis.detectors import (DEFAULT_REPEAT_LENGTH, DEFAULT_SEED, DETECTORS,
-                              DETECTORS_BY_NAME, NotMeasurable)
+from models.analysis.detectors import DETECTORS, DETECTORS_BY_NAME, NotMeasurable
+from models.analysis.repeated_tokens import DEFAULT_REPEAT_LENGTH, DEFAULT_SEED
 from ui import analysis_cache, charts, long_inputs, long_views
 from ui.analysis_cache import open_head_buttons
 from ui.routing import through_app

@@ -1,13 +1,14 @@
 import streamlit as st
 
+from models.analysis.norm_shares import NORM_COLUMN_HELP, NORM_COLUMNS, with_norm_columns
+from models.analysis.pooling import pool
+from models.analysis.statistics import COLUMN_HELP, LABEL_RULES, NUMERIC_COLUMNS, head_statistics
 from ui import analysis_cache, charts, long_inputs, long_views
 from ui.routing import through_app
 from ui.state import current_record, sidebar_input
 from viz.heatmap import attention_heatmap
 from viz.long_view import pooled_head_figure
-from viz.statistics import (COLUMN_HELP, LABEL_RULES, NORM_COLUMN_HELP, NORM_COLUMNS,
-                            NUMERIC_COLUMNS, head_statistics, statistic_heatmap, statistics_csv,
-                            with_norm_columns)
+from viz.statistics import statistic_heatmap, statistics_csv
 
 through_app()
 
@@ -59,7 +60,7 @@ if read_all:
 
     def open_long_head(layer: int, head: int) -> None:
         weights = long_inputs.head(given.source, given.text, given.pair, layer, head)
-        charts.show(pooled_head_figure(weights, layer, head), key="stats_long_head")
+        charts.show(pooled_head_figure(pool(weights), layer, head), key="stats_long_head")
 
     statistics_view(measured.table, NUMERIC_COLUMNS, dict(COLUMN_HELP),
                     f"{measured.num_layers} layers × {measured.num_heads} heads · all "

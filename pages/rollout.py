@@ -1,10 +1,10 @@
 import streamlit as st
 
+from models.analysis.rollout import record_rollout
 from ui import charts, long_inputs, long_views
 from ui.routing import through_app
 from ui.state import current_record, index_slider, sidebar_input
-from viz.long_rollout import long_rollout_figures
-from viz.rollout import FORMULA, FORMULA_TEXT, rollout_figures
+from viz.rollout import FORMULA, FORMULA_TEXT, long_rollout_figures, rollout_figures
 
 through_app()
 
@@ -34,8 +34,7 @@ if read_all:  # the two maps get the page's width; the explanation folds away un
                  f"what layer {layer} attends to directly (the mean of its heads). Right: how its "
                  "output traces back to the input. The layers' exact maps were multiplied as the "
                  "model computed them; each cell shows the largest value of a block of tokens.")
-    raw, rolled = long_rollout_figures(overview.rollout_raw[layer], overview.rollout_rolled[layer],
-                                       streamed.num_tokens, layer, streamed.tokens)
+    raw, rolled = long_rollout_figures(*overview.rollout_pooled(layer), layer, streamed.tokens)
     left, right = st.columns(2, gap="medium")
     charts.show(raw, key="rollout_long_raw", container=left)
     charts.show(rolled, key="rollout_long_rolled", container=right)
@@ -50,7 +49,7 @@ else:
         intro.caption(f"{record.num_tokens} tokens · {record.source}. Left: what layer {layer} "
                       "attends to directly (the mean of its heads). Right: how its output traces "
                       "back to the input.")
-        raw, rolled = rollout_figures(record, layer)
+        raw, rolled = rollout_figures(*record_rollout(record).exact(layer), record.tokens, layer)
         left, right = picture.columns(2)
         charts.show(raw, key="rollout_raw", container=left)
         charts.show(rolled, key="rollout_rolled", container=right)

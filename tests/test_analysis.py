@@ -7,14 +7,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from models.analysis.compare import aligned_divergence, compare_heads, jensen_shannon_bits
+from models.analysis.roles import ROLES, role_distribution
+from models.analysis.rollout import attention_rollout, record_rollout, residual_attention
+from models.analysis.statistics import NUMERIC_COLUMNS, head_statistics
+from models.analysis.token_batch import is_punctuation
+from models.analysis.token_options import (apply_token_options, hide_special_tokens,
+                                           merge_word_pieces, word_groups)
 from models.hooks.record import AttentionRecord
-from viz.compare import (ROLES, aligned_divergence, compare_heads, difference_heatmap,
-                         jensen_shannon_bits, role_distribution, side_by_side)
-from viz.rollout import attention_rollout, residual_attention, rollout_figures
-from viz.statistics import (NUMERIC_COLUMNS, head_statistics, is_punctuation, statistic_heatmap,
-                            statistics_csv)
-from viz.tokens import (apply_token_options, hide_special_tokens, merge_word_pieces,
-                        word_groups)
+from viz.compare import difference_heatmap, side_by_side
+from viz.rollout import rollout_figures
+from viz.statistics import statistic_heatmap, statistics_csv
 
 TOKENS = ("[CLS]", "time", "flies", ".", "fast", "[SEP]")  # specials at 0 and 5, "." at 3
 COUNT = len(TOKENS)
@@ -169,7 +172,7 @@ def test_rollout_rows_sum_to_one_and_figures_show_both_maps():
     record = AttentionRecord(tokens=tuple("abcde"), weights=weights, source="random")
     rollout = attention_rollout(record)
     np.testing.assert_allclose(rollout.sum(axis=-1), 1.0, atol=1e-9)
-    raw, rolled = rollout_figures(record, 2)
+    raw, rolled = rollout_figures(*record_rollout(record).exact(2), record.tokens, 2)
     np.testing.assert_allclose(raw.data[0].z, weights[2].mean(axis=0), atol=1e-6)
     np.testing.assert_allclose(rolled.data[0].z, rollout[2])
     assert "layers 0 to 2" in rolled.layout.title.text

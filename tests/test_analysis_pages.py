@@ -13,9 +13,9 @@ from models.loading.kinds import PRETRAINED
 from models.loading.source import ModelSource
 from tests.app_support import figures, run_page, texts
 from ui import cache
-from viz.rollout import attention_rollout, head_average
-from viz.statistics import head_statistics
-from viz.tokens import merge_word_pieces
+from models.analysis.rollout import attention_rollout, head_average
+from models.analysis.statistics import head_statistics
+from models.analysis.token_options import merge_word_pieces
 
 TEXT = "Time flies like an arrow."  # the sidebar default: 8 tokens with [CLS] and [SEP]
 LAYERS, HEADS = 6, 12

@@ -8,6 +8,8 @@ import pytest
 
 import torch
 
+from models.analysis.pooling import max_pool
+from models.analysis.thumbnails import thumbnails
 from models.teaching.arithmetic import row_arithmetic
 from models.loading.pretrained import DEFAULT_MODEL
 from models.hooks.record import AttentionRecord
@@ -19,7 +21,7 @@ from models.loading.tokenize import encode
 from tests.reference import reference_attentions
 from tests.app_support import array, figures, run_page, texts
 from viz.export import JSON_DECIMALS, head_csv, layer_json, load_npz, record_npz
-from viz.overview import all_heads_figure, max_pool, mosaic
+from viz.overview import all_heads_figure, tiled
 
 TEXT = "Time flies like an arrow."
 
@@ -41,14 +43,14 @@ def test_max_pool_keeps_a_thin_diagonal_visible():
 
 def test_mosaic_tiles_layers_down_and_heads_across_in_percent():
     record = synthetic(tokens=6, layers=2, heads=3)
-    tiles = mosaic(record)
+    tiles = tiled(thumbnails(record).values)
     assert tiles.shape == (12, 18) and tiles.dtype == np.uint8
     np.testing.assert_array_equal(tiles[6:12, 12:18], np.rint(record.weights[1, 2] * 100))
 
 
 def test_overview_at_512_tokens_stays_light():
     record = synthetic(tokens=512, layers=6, heads=12)
-    figure = all_heads_figure(record, selected=(2, 5))
+    figure = all_heads_figure(thumbnails(record), selected=(2, 5))
     assert np.asarray(figure.data[0].z).shape == (6 * 64, 12 * 64)
     assert len(figure.to_json()) < 600_000  # bytes sent; the exact head is drawn separately
     assert figure.layout.shapes[-1].line.color == "#d62728"

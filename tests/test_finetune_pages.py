@@ -15,7 +15,7 @@ from models.experiments.labelled_data import load_shipped
 from models.loading.pretrained import DEFAULT_MODEL
 from tests.app_support import array, figures, run_page, texts
 from ui import finetune_cache
-from viz.compare import compare_heads
+from models.analysis.compare import compare_heads
 
 TEXT = "Time flies like an arrow."  # 8 tokens with [CLS] and [SEP]
 REVIEW = "The waiter was friendly and the soup was delicious."

@@ -26,14 +26,16 @@ from models.experiments.classifier import SequenceClassifier, scratch_classifier
 from models.scratch.config import EncoderConfig
 from models.analysis.head_finder import (TokenNotFound, find_spans, locate, normalise_token,
                                   parse_token_list, query_to_keys, strongest_keys)
+from models.analysis.norm_shares import with_norm_columns
 from models.analysis.norms import norm_maps
+from models.analysis.repeated_tokens import random_token_ids, repeated_tokens_record
+from models.analysis.statistics import head_statistics
+from models.analysis.token_options import merge_word_pieces
 from models.hooks.record import AttentionRecord
 from models.loading.tokenize import EncodedText
 from tests.reference import encoder_record
 from viz.head_analysis import (importance_map, layer_head_map, most_important,
                                ranking_table)
-from viz.statistics import head_statistics, with_norm_columns
-from viz.tokens import merge_word_pieces
 
 SENTENCE = "Time flies like an arrow."
 LONGER = "The quick brown fox jumps over the lazy dog while the cat watches from the mat."
@@ -442,10 +444,10 @@ def test_minilm_puts_much_weight_on_cls_that_moves_little(default_model):
 # The repeated random sequence, through a model
 
 def test_repeated_random_tokens_record_on_a_tiny_gpt2(tiny_gpt2, gpt2_tokenizer):
-    ids = detectors.random_token_ids(gpt2_tokenizer, 12, seed=4)
+    ids = random_token_ids(gpt2_tokenizer, 12, seed=4)
     assert len(set(ids)) == 12 and gpt2_tokenizer.eos_token_id not in ids
-    assert ids == detectors.random_token_ids(gpt2_tokenizer, 12, seed=4)
-    record = detectors.repeated_tokens_record(tiny_gpt2, gpt2_tokenizer, 64, True, "tiny", 12, 4)
+    assert ids == random_token_ids(gpt2_tokenizer, 12, seed=4)
+    record = repeated_tokens_record(tiny_gpt2, gpt2_tokenizer, 64, True, "tiny", 12, 4)
     assert record.num_tokens == 24 and record.tokens[:12] == record.tokens[12:]
     assert record.masks == ("causal",)
     for detector in detectors.DETECTORS:
@@ -454,7 +456,7 @@ def test_repeated_random_tokens_record_on_a_tiny_gpt2(tiny_gpt2, gpt2_tokenizer)
         scores = detector.score(record)
         assert scores.shape == (2, 4) and scores.min() >= 0.0 and scores.max() <= 1.0
     with pytest.raises(detectors.NotMeasurable, match="do not fit"):
-        detectors.repeated_tokens_record(tiny_gpt2, gpt2_tokenizer, 20, True, "tiny", 12, 4)
+        repeated_tokens_record(tiny_gpt2, gpt2_tokenizer, 20, True, "tiny", 12, 4)
 
 
 def test_layer_head_map_shows_the_scores():

@@ -25,7 +25,7 @@ from models.loading.source import ModelSource
 from tests.app_support import array, figures, run_page, texts
 from ui import cache, finetune_cache
 from ui.text import plain
-from viz.tokens import merge_word_pieces
+from models.analysis.token_options import merge_word_pieces
 
 MARIO = "Mario is short, but he can jump super high."
 END = "<|endoftext|>"

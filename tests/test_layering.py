@@ -35,17 +35,47 @@ def test_package_does_not_import_forbidden_modules(package):
         assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
 
 
-# The records viz/ may read: every attention record, the step-by-step record of one row, and
-# the prediction summaries of a language-model head.
-RECORD_MODULES = {"models.hooks.record", "models.teaching.arithmetic", "models.experiments.predictions"}
+# What viz/ may import from models/, by name: the data types it draws (every attention record,
+# the step-by-step record of one row, the prediction summaries of a language-model head, a
+# max-pooled map) and the names of the statistics' columns it colours. Never a computation.
+RECORD_MODULES = {
+    "models.hooks.record": {"AttentionRecord"},
+    "models.teaching.arithmetic": {"KeyProducts", "RowArithmetic"},
+    "models.experiments.predictions": {"Candidate", "PerPosition"},
+    "models.analysis.pooling": {"PooledMap"},
+    "models.analysis.statistics": {"NUMERIC_COLUMNS", "SHARE_COLUMNS"},
+}
 
 
 def test_viz_reads_only_records_from_models():
-    for path in sorted((ROOT / "viz").glob("*.py")):
+    for path in sorted((ROOT / "viz").rglob("*.py")):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                assert not any(alias.name.startswith("models") for alias in node.names), (
+                    f"{path.name} imports a models module whole")
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("models"):
                 assert node.module in RECORD_MODULES, f"{path.name} imports {node.module}"
+                names = {alias.name for alias in node.names}
+                assert names <= RECORD_MODULES[node.module], (
+                    f"{path.name} imports {sorted(names - RECORD_MODULES[node.module])} from "
+                    f"{node.module}")
+
+
+def test_what_viz_may_import_from_models_is_data_not_computation():
+    """Every name allowed above is a dataclass (a data type, not a reducer or a model) or a
+    constant, never a function."""
+    import dataclasses
+    import importlib
+
+    for module, names in RECORD_MODULES.items():
+        loaded = importlib.import_module(module)
+        for name in names:
+            value = getattr(loaded, name)
+            if isinstance(value, type):
+                assert dataclasses.is_dataclass(value), f"{module}.{name} is not a data type"
+            else:
+                assert name.isupper() and not callable(value), f"{module}.{name} is a computation"
 
 
 def test_every_page_runs_through_app():

@@ -8,6 +8,8 @@ import re
 import numpy as np
 import pytest
 
+from models.analysis.pooling import max_pool
+from models.analysis.statistics import head_statistics
 from models.loading.kinds import DECODER
 from models.loading.source import ModelSource
 from models.hooks.streaming import exact_head, exact_layer, long_limit, prepare, stream
@@ -15,8 +17,6 @@ from tests.app_support import array, figures, run_page, texts
 from tests.long_support import full_attentions
 from tests.tiny_models import tiny_gpt2
 from ui.export_files import STATIC_DIR
-from viz.overview import max_pool
-from viz.statistics import head_statistics
 
 WORDS = ("time flies like an arrow fruit flies like a banana " * 500).split()
 
@@ -144,15 +144,21 @@ def test_a_long_inputs_head_and_thumbnails_download_as_npz_without_pickles():
         assert "max-pooled" in json.loads(str(f["metadata"]))["maps"]
 
 
-def test_a_spread_out_causal_heads_colours_are_not_set_by_its_first_rows():
+def test_a_spread_out_causal_heads_colours_are_not_set_by_its_first_rows(monkeypatch):
     """Row i of an even causal head holds 1 / (i + 1): the first rows' large weights must not
-    make the other 4,000 rows colourless."""
-    from viz.long_view import colour_top, pooled_head_figure, window_figure
+    make the other 4,000 rows colourless; the pooled map and the exact window share one top."""
+    from models.analysis.pooling import pool
+    from ui import charts, long_views
+    from viz.long_view import pooled_head_figure
 
     count = 1024
     weights = np.tril(np.ones((count, count), np.float32)) / np.arange(1, count + 1)[:, None]
-    top = colour_top(weights)
+    pooled = pool(weights)
+    top = float(pooled.tops)
     assert 1 / count < top < 0.1
     tokens = tuple(f"t{i}" for i in range(count))
-    assert pooled_head_figure(weights, 0, 0).data[0].zmax == top
-    assert window_figure(weights, tokens, 0, 0, 500, 0).data[0].zmax == top
+    assert pooled_head_figure(pooled, 0, 0).data[0].zmax == top
+    drawn = []
+    monkeypatch.setattr(charts, "show", lambda figure, **options: drawn.append(figure))
+    long_views.exact_window(weights, tokens, 0, 0, "test", (500, 0), picture=None)
+    assert drawn[0].data[0].zmax == top

@@ -10,15 +10,15 @@ import re
 import numpy as np
 import pytest
 
+from models.analysis.compare import jensen_shannon_bits
 from models.analysis.detectors import first_token_scores, previous_token_scores
+from models.analysis.pooling import max_pool
+from models.analysis.roles import role_distribution
+from models.analysis.rollout import ROLLOUT_CELLS, attention_rollout, head_average
 from models.hooks.record import AttentionRecord
 from tests.app_support import array, figures, run_page, texts
 from tests.long_support import full_record
 from tests.test_links import open_link, rerun
-from ui.long_summary import ROLLOUT_CELLS
-from viz.compare import jensen_shannon_bits, role_distribution
-from viz.overview import max_pool
-from viz.rollout import attention_rollout, head_average
 
 WORDS = ("time flies like an arrow , fruit flies like a banana . " * 400).split()
 LONG_TEXT = " ".join(WORDS[:420])  # more tokens than the decoder's full trace keeps (352)
@@ -137,7 +137,7 @@ def test_bertviz_draws_an_exact_window_of_every_layer_of_a_long_input(long_recor
 
 
 def test_the_long_mosaic_can_colour_each_head_up_to_its_own_top(long_record):
-    from viz.overview import tile_tops
+    from models.analysis.pooling import tile_tops
 
     plain = figures(run_page("all_heads", text=LONG_TEXT, state={**DECODER, "all_long": True}))[0]
     scaled = figures(run_page("all_heads", text=LONG_TEXT,

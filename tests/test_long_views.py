@@ -5,12 +5,15 @@ pages reading a decoder input longer than a full trace keeps."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
+from models.analysis.reducer import stream_into
+from models.analysis.statistics import NUMERIC_COLUMNS, Statistics, head_statistics
+from models.analysis.token_batch import TokenBatch, is_punctuation
+from models.hooks.record import AttentionRecord
 from models.hooks.streaming import prepare, stream
 from tests.app_support import array, figures, run_page, texts
 from tests.long_support import full_attentions
-from viz.statistics import (NUMERIC_COLUMNS, StatisticsInput, head_statistics, is_punctuation,
-                            layer_statistics, statistics_table)
 
 WORDS = ("time flies like an arrow , fruit flies like a banana . " * 400).split()
 LONG_STATE = {"sb_kind": "decoder"}
@@ -22,10 +25,10 @@ def text_of(count: int) -> str:
 
 def streamed_statistics(runner, text: str, pair: str | None = None):
     encoded, _ = prepare(runner, text, pair)
-    given = StatisticsInput(keys=encoded.tokens, special_positions=encoded.special_positions,
-                            causal=runner.causal)
-    streamed = stream(runner, text, pair, lambda layer, maps: layer_statistics(maps, given))
-    return statistics_table(streamed.summaries, given, streamed.num_tokens)
+    statistics = Statistics()
+    tokens = TokenBatch.of_encoded(encoded, runner.causal)
+    stream(runner, text, pair, stream_into(statistics, tokens))
+    return statistics.result().table()
 
 
 def assert_same_statistics(table, expected, atol: float = 1e-6) -> None:
@@ -110,9 +113,9 @@ def test_the_pages_read_a_long_decoder_input_whole(decoder_runner):
     assert f"Read all {count:,} tokens" in stats.toggle(key="stats_long").label
     table = stats.dataframe[0].value
     assert len(table) == 30 * 9 and list(table.columns[:3]) == ["layer", "head", "label"]
-    given = StatisticsInput(keys=encoded.tokens, special_positions=encoded.special_positions,
-                            causal=True)
-    expected = statistics_table([layer_statistics(layer, given) for layer in exact], given, count)
+    expected = head_statistics(AttentionRecord(
+        encoded.tokens, layers=tuple(exact), source="exact", masks=("causal",),
+        special_positions=encoded.special_positions))
     assert_same_statistics(table, expected, atol=1e-5)
     assert "norm-based columns (‖α·f(x)‖) are left out" in texts(stats)
     assert f"all {count:,} tokens" in texts(stats)
@@ -120,3 +123,30 @@ def test_the_pages_read_a_long_decoder_input_whole(decoder_runner):
     assert array(grid["data"][0]["z"]).shape == (30, 9)
     assert opened["layout"]["title"]["text"].startswith(f"Layer 1 · Head 5: all {count} tokens")
     np.testing.assert_allclose(array(opened["data"][0]["z"]).max(), exact[1][5].max(), atol=1e-5)
+
+
+def test_long_rollout_figures_draw_the_pooled_maps():
+    from models.analysis.pooling import pooled_map
+    from viz import rollout
+
+    count, cells = 40, 8
+    tokens = ("<s>",) + tuple(f"w{i}" for i in range(1, count))
+    rng = np.random.default_rng(6)
+    raw, rolled = (pooled_map(rng.random((cells, cells)), count, count, cells) for _ in range(2))
+    left, right = rollout.long_rollout_figures(raw, rolled, 3, tokens)
+    np.testing.assert_array_equal(np.asarray(left.data[0].z), raw.values)
+    np.testing.assert_array_equal(np.asarray(right.data[0].z), rolled.values)
+    assert left.data[0].zmax == float(raw.tops) and right.data[0].zmax == float(rolled.tops)
+    assert left.layout.title.text.startswith("Raw attention · layer 3")
+    assert right.layout.title.text.startswith("Rollout · layers 0 to 3")
+    assert all("max-pooled" in figure.layout.title.text for figure in (left, right))
+    hover = np.asarray(left.data[0].customdata)
+    assert hover.shape == (cells, cells, 2)
+    assert hover[0, 1, 0] == "0–4 (&lt;s&gt; … w4)" and hover[0, 1, 1] == "5–9 (w5 … w9)"
+    assert left.layout.height == rollout.LONG_ROLLOUT_HEIGHT_PX
+    short = pooled_map(rng.random((cells, cells)), cells, cells, cells)
+    exact, _ = rollout.long_rollout_figures(short, short, 0, tokens[:cells])
+    assert "max-pooled" not in exact.layout.title.text
+    assert np.asarray(exact.data[0].customdata)[2, 3, 1] == "3 (w3)"
+    with pytest.raises(ValueError):
+        rollout.long_rollout_figures(raw, rolled, 0, tokens[:5])

@@ -17,11 +17,14 @@ from models.teaching.seq2seq_training import load_or_train, train, translate
 from models.teaching.trained_translator import TrainedTranslator, TrainingSettings, cache_folder
 from models.teaching.translation_task import (EXAMPLE_SENTENCES, TaskSettings, check_source, make_task,
                                      reference_translations)
+from models.analysis.pooling import max_pool
+from models.analysis.statistics import head_statistics
+from models.analysis.thumbnails import thumbnails
 from models.hooks.record import AttentionRecord
 from viz.heatmap import attention_heatmap, layer_heads_grid
-from viz.overview import all_heads_figure, max_pool, mosaic
+from viz.overview import all_heads_figure, tiled
 from viz.seq2seq import step_row, step_row_figure
-from viz.statistics import head_statistics, statistic_heatmap
+from viz.statistics import statistic_heatmap
 
 TOLERANCE = 1e-5
 WIDTH, HEADS, FF, EPS = 32, 4, 64, 1e-5
@@ -344,14 +347,14 @@ def test_heatmap_and_grid_put_key_tokens_across_and_query_tokens_down():
 
 def test_all_heads_mosaic_keeps_rectangular_tiles():
     record = rectangular(layers=2, heads=3)
-    z = mosaic(record)
+    z = tiled(thumbnails(record).values)
     assert z.shape == (2 * 3, 3 * 4)
     np.testing.assert_array_equal(z[3:6, 8:12], np.rint(record.weights[1, 2] * 100))
-    figure = all_heads_figure(record, (1, 2))
+    figure = all_heads_figure(thumbnails(record), (1, 2))
     assert figure.layout.shapes[-1].x0 == 2 * 4 - 0.5 and figure.layout.shapes[-1].y0 == 3 - 0.5
     long = rectangular(queries=tuple(f"q{i}" for i in range(100)), keys=("a", "b", "c"), heads=1)
     assert max_pool(long.weights, 64).shape == (2, 1, 64, 3)
-    assert "max-pooled to 64×3" in all_heads_figure(long).layout.title.text
+    assert "max-pooled to 64×3" in all_heads_figure(thumbnails(long)).layout.title.text
 
 
 def test_statistics_of_rectangular_records_keep_only_what_applies():

@@ -21,6 +21,7 @@ from tests.app_support import array, figures, run_page, texts
 from tests.reference import reference_attentions
 from viz import bertviz_views as bv
 from viz.arithmetic import products_figure, row_steps_figure
+from models.analysis.thumbnails import thumbnails
 from viz.overview import TILE_TRACE, all_heads_figure, clicked_tile
 from viz.scaling import LINEAR_SCALE, LOG_LOG_SCALE, SQRT_SCALE, dot_product_figure
 
@@ -272,7 +273,7 @@ def test_scaling_page_at_the_chapters_dimensions(dimension):
 
 def test_every_tile_has_a_clickable_marker_at_its_centre():
     record = synthetic(100, layers=3, heads=4)
-    figure = all_heads_figure(record, selected=(1, 2))
+    figure = all_heads_figure(thumbnails(record), selected=(1, 2))
     (tiles,) = [trace for trace in figure.data if trace.name == TILE_TRACE]
     side = figure.data[0].z.shape[0] // 3  # 64: each map max-pooled
     assert [list(pair) for pair in tiles.customdata] == [[l, h] for l in range(3) for h in range(4)]

@@ -20,7 +20,7 @@ import streamlit as st
 
 from models.experiments import ablation
 from models.experiments.ablation import Comparison, PreparedInput, Target
-from models.analysis.detectors import repeated_tokens_record
+from models.analysis.repeated_tokens import repeated_tokens_record
 from models.hooks.record import AttentionRecord
 from models.loading.kinds import CLASSIFIER
 from models.loading.source import ModelSource

@@ -14,6 +14,7 @@ import hashlib
 
 import numpy as np
 
+from models.analysis.token_options import TokenView, apply_token_options
 from models.limits import LOADED_MODELS
 from models.loading.decoder import DEFAULT_DECODER, load_decoder
 from models.loading.hf_seq2seq import load_seq2seq
@@ -27,7 +28,6 @@ from models.store import stores
 from models.store.keys import result_key
 from ui.byte_caches import kept
 from viz.bertviz_views import ViewChoice, view_html
-from viz.tokens import TokenView, apply_token_options
 
 
 def _embedded(name: str) -> bool:

@@ -10,6 +10,7 @@ from models.scratch.adaptive_span import apply_span, ramp_curve
 from models.teaching.arithmetic import RowArithmetic, row_arithmetic
 from models.errors import ModelLoadError
 from models.experiments.finetune import DEFAULT_EPOCHS, PRETRAINED, default_settings
+from models.analysis.compare import head_changes
 from models.analysis.head_finder import TokenNotFound, every_position, locate, query_to_keys
 from models.experiments.labelled_data import load_shipped
 from models.teaching.scaling import entropy_bits, softmax
@@ -25,7 +26,7 @@ from viz.heatmap import attention_heatmap, layer_heads_grid
 from viz.masks import mask_steps_figures, side_by_side
 from viz.scaling import dot_product_figure, softmax_bars_figure
 from viz.span import before_after_heatmaps, learned_spans_figure, ramp_figure
-from viz.training import change_heatmap, data_figure, head_changes, probabilities_figure
+from viz.training import change_heatmap, data_figure, probabilities_figure
 
 FLAG = "lessons_flag_"  # session keys of the lessons' on/off "try this" switches
 SPAN, RAMP = 5.0, 2.0  # the chapter's span of 5 tokens, with a ramp of 2

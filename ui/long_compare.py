@@ -15,12 +15,14 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from models.analysis.compare import compare_role_tables
+from models.analysis.pooling import pool
+from models.analysis.roles import role_distribution
+from models.analysis.statistics import head_statistics
 from models.loading.source import ModelSource
 from ui import cache, long_inputs
-from viz.compare import compare_role_tables, role_distribution
 from viz.heatmap import matrix_heatmap
 from viz.long_view import fit_half_width, pooled_head_figure
-from viz.statistics import head_statistics
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,8 @@ def side(source: ModelSource, text: str, streamed: bool) -> Side:
 
 
 def role_table(first: Side, second: Side) -> pd.DataFrame:
-    """The ranking of every head by the difference of its roles (viz.compare.compare_role_tables)."""
+    """The ranking of every head by the difference of its roles
+    (models.analysis.compare.compare_role_tables)."""
     return compare_role_tables(first.roles, second.roles, first.labels, second.labels)
 
 
@@ -56,7 +59,7 @@ def head_figure(source: ModelSource, given: Side, name: str, layer: int, head: i
     hover), exact for a short one."""
     if given.long:
         weights = long_inputs.head(source, given.text, "", layer, head)
-        figure = pooled_head_figure(weights, layer, head)
+        figure = pooled_head_figure(pool(weights), layer, head)
         figure.update_layout(title=dict(text=f"{name} · layer {layer}, head {head}: all "
                                              f"{given.num_tokens:,} tokens, max-pooled"))
         return fit_half_width(figure)

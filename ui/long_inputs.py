@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 
+from models.analysis.summary import SummaryResult, SummaryStream
 from models.store.byte_cache import release_freed_memory
 from models.errors import ModelLoadError
 from models.loading.source import ModelSource
@@ -33,7 +34,6 @@ from models.hooks.streaming import (LayerInputs, Streamed, exact_head, exact_lay
 from models.store import stores
 from models.store.keys import result_key
 from ui import byte_caches, cache
-from ui.long_summary import LongReducer, LongSummary
 
 _ONE_AT_A_TIME = threading.Lock()
 # Each long input's per-layer inputs live in files under one folder per server process, removed
@@ -68,11 +68,11 @@ def _keep_on_disk(kept: LayerInputs) -> None:
 @dataclass(frozen=True)
 class LongOverview:
     """What one streamed forward keeps of a long input: its tokens (and its layers' inputs, on
-    disk) and the summary of its attention (ui.long_summary: thumbnails, statistics, detector
+    disk) and the summary of its attention (models.analysis.summary: thumbnails, statistics, detector
     scores, role shares, the rollout's pooled maps)."""
 
     streamed: Streamed
-    summary: LongSummary
+    summary: SummaryResult
 
     @property
     def nbytes(self) -> int:
@@ -160,7 +160,7 @@ def overview(source: ModelSource, text: str, pair: str) -> LongOverview:
                 bar.progress(min(done / layers, 1.0),
                              text=f"Reading the long input: layer {done} of {layers}…")
 
-        reduce = LongReducer(encoded, runner.causal, progress)
+        reduce = SummaryStream(encoded, runner.causal, progress)
         folder = _spill_root() / uuid.uuid4().hex
         try:
             streamed = one_at_a_time(lambda: stream(runner, text, pair or None, reduce,

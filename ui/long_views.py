@@ -1,9 +1,9 @@
 """Long inputs on the attention-maps and head-statistics pages (see ui/long_inputs.py).
 
 The per-head statistics of a long input are measured by the one streamed forward of
-`long_inputs.overview`: each layer's (H, T, T) maps go through `viz.statistics.layer_statistics`
-(the function `head_statistics` runs on a full record's layers) as soon as the layer has computed
-them, and only the numbers are kept.
+`long_inputs.overview`: each layer's (H, T, T) maps go through the Statistics reducer
+(models.analysis.statistics, the one `head_statistics` runs on a full record's layers) as soon
+as the layer has computed them, and only the numbers are kept.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
+from models.analysis.pooling import pool
 from models.loading.source import ModelSource
 from ui import charts, long_inputs
 from viz.long_view import WINDOW_TOKENS, fit_half_width, window_figure
@@ -59,7 +60,8 @@ def exact_window(weights, tokens: tuple[str, ...], layer: int, head: int, prefix
     `starts` are the window's first query and first key, from two `window_start` sliders that
     the page draws (so their keys are in the page's source, where links find them)."""
     query_start, key_start = starts
-    figure = window_figure(weights, tokens, layer, head, query_start, key_start)
+    figure = window_figure(weights, tokens, layer, head, query_start, key_start,
+                           top=float(pool(weights).tops))
     charts.show(fit_half_width(figure) if half_width else figure, key=f"{prefix}_long_window",
                 container=picture)
 

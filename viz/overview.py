@@ -1,10 +1,10 @@
-"""Every layer and head at once, light enough for 512 tokens.
+"""Every layer and head at once, light enough for 4,096 tokens.
 
-All L x H maps are tiled into one mosaic heatmap. Maps longer than THUMBNAIL_CELLS tokens are
-max-pooled to THUMBNAIL_CELLS blocks along that axis (queries and keys on their own, so a
-rectangular cross-attention map stays rectangular) (a block shows its largest weight, so thin
-diagonals stay visible), and weights travel as whole percents in one byte each. The exact values
-stay in the record for the enlarged head.
+All L x H thumbnails (models.analysis.thumbnails: each map max-pooled to at most THUMBNAIL_CELLS
+blocks a side, queries and keys on their own, so a rectangular cross-attention map stays
+rectangular; a block shows its largest weight, so thin diagonals stay visible) are tiled into
+one mosaic heatmap, and weights travel as whole percents in one byte each. The exact values stay
+in the record for the enlarged head.
 
 Plotly does not report a click on a heatmap cell as a selection (plotly.js heatmaps have no
 point selection; streamlit/streamlit#8760), so a second trace puts one invisible, clickable marker
@@ -16,33 +16,12 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from models.hooks.record import AttentionRecord
+from models.analysis.pooling import PooledMap
 from viz import style
 
-THUMBNAIL_CELLS = 64
 TILE_TRACE = "tiles"  # the name of the trace of clickable markers, one per tile
 TILE_MARKER_SHARE = 0.5  # marker width / tile width: plus Plotly's 20 px hover reach, a click
 #                          anywhere on the tile picks its marker, never a neighbour's
-
-
-def block_edges(size: int, blocks: int) -> np.ndarray:
-    """Start index of each of `blocks` near-equal blocks covering range(size)."""
-    return np.linspace(0, size, blocks + 1).astype(int)[:-1]
-
-
-def max_pool(maps: np.ndarray, cells: int) -> np.ndarray:
-    """(..., Q, K) -> (..., min(Q, cells), min(K, cells)): the maximum of each block."""
-    queries, keys = maps.shape[-2:]
-    if keys > cells:
-        maps = np.maximum.reduceat(maps, block_edges(keys, cells), axis=-1)  # (..., Q, c)
-    if queries > cells:
-        maps = np.maximum.reduceat(maps, block_edges(queries, cells), axis=-2)  # (..., c, c)
-    return maps
-
-
-def mosaic(record: AttentionRecord, cells: int = THUMBNAIL_CELLS) -> np.ndarray:
-    """(L * q, H * k) uint8 percents, q and k at most `cells`: layer tiles down, heads across."""
-    return tiled(max_pool(record.weights, cells))
 
 
 def tiled(pooled: np.ndarray) -> np.ndarray:
@@ -52,32 +31,16 @@ def tiled(pooled: np.ndarray) -> np.ndarray:
     return np.rint(tiled * 100).astype(np.uint8)
 
 
-def all_heads_figure(record: AttentionRecord, selected: tuple[int, int] | None = None,
-                     cells: int = THUMBNAIL_CELLS) -> go.Figure:
-    """One mosaic of every head, outlined, on one colour scale; `selected` is outlined in red."""
-    return pooled_heads_figure(max_pool(record.weights, cells), record.num_tokens,
-                               record.num_keys, selected)
-
-
-def tile_tops(pooled: np.ndarray, percentile: float = 99) -> np.ndarray:
-    """(L, H) each pooled map's top: the `percentile` of its non-zero blocks (1 for an empty
-    map), so a few saturated blocks (a causal map's first rows) do not set it."""
-    flat = pooled.reshape(*pooled.shape[:2], -1).astype(np.float64)  # (L, H, q*k)
-    masked = np.where(flat > 0, flat, np.nan)
-    with np.errstate(all="ignore"):
-        tops = np.nanpercentile(masked, percentile, axis=-1)
-    return np.where(np.isfinite(tops) & (tops > 0), np.minimum(tops, 1.0), 1.0)
-
-
-def pooled_heads_figure(pooled: np.ndarray, num_tokens: int, num_keys: int,
-                        selected: tuple[int, int] | None = None,
-                        per_tile: bool = False) -> go.Figure:
-    """The all-heads mosaic from already pooled maps (L, H, q, k) of an input with `num_tokens`
-    queries and `num_keys` keys (a long input's maps are pooled layer by layer as they stream).
-    With `per_tile`, each map is coloured from 0 to its own top (`tile_tops`): over thousands of
-    keys most heads' weights are small, and on one 0-100 % scale their patterns are faint."""
+def all_heads_figure(thumbnails: PooledMap, selected: tuple[int, int] | None = None,
+                     per_tile: bool = False) -> go.Figure:
+    """One mosaic of every head's thumbnail (L, H, q, k), outlined, on one colour scale;
+    `selected` is outlined in red. With `per_tile`, each map is coloured from 0 to its own top
+    (`thumbnails.tops`): over thousands of keys most heads' weights are small, and on one
+    0-100 % scale their patterns are faint."""
+    pooled = thumbnails.values
+    num_tokens, num_keys = thumbnails.num_queries, thumbnails.num_keys
     if per_tile:
-        pooled = np.minimum(pooled / tile_tops(pooled)[..., None, None], 1.0)
+        pooled = np.minimum(pooled / thumbnails.tops[..., None, None], 1.0)
     z = tiled(pooled)
     layers, heads = pooled.shape[:2]
     tile_px = tile_size(heads)

@@ -1,9 +1,7 @@
-"""Attention rollout (Abnar & Zuidema 2020, "Quantifying Attention Flow in Transformers").
-
-Raw attention of one layer says how a position mixes the previous layer's vectors, but those
-vectors are already mixtures. Rollout follows the mixing down through the layers: per layer the
-heads' mean A_l, with the residual connection counted as (A_l + I) / 2 and each row
-renormalised, multiplied from the first layer up.
+"""Attention rollout drawn (Abnar & Zuidema 2020, "Quantifying Attention Flow in Transformers"):
+the raw head-averaged attention of a layer beside the rollout up to it, exact for a short input,
+max-pooled for a long one. The maths (and the reducer that computes it layer by layer) is
+models.analysis.rollout's.
 """
 
 from __future__ import annotations
@@ -11,8 +9,11 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from models.hooks.record import AttentionRecord
+from models.analysis.pooling import PooledMap
+from viz import style
 from viz.heatmap import matrix_heatmap
+from viz.labels import tick_labels
+from viz.long_view import _ranges, _tick_values
 
 FORMULA = (
     r"\hat{A}_l = \operatorname{rownorm}\!\left(\tfrac{1}{2}\Big(\tfrac{1}{H}\sum_{h=1}^{H} "
@@ -26,45 +27,87 @@ FORMULA_TEXT = (
 )
 
 
-def head_average(record: AttentionRecord) -> np.ndarray:
-    """(L, Q, K): each layer's attention averaged over its heads."""
-    return record.weights.mean(axis=1, dtype=np.float64)
-
-
-def residual_attention(record: AttentionRecord) -> np.ndarray:
-    """(L, Q, K): (A + I) / 2 per layer, rows renormalised (a row emptied by a mask becomes I)."""
-    count = record.num_tokens
-    mixed = (head_average(record) + np.eye(count)) / 2.0  # (L, Q, K)
-    return mixed / mixed.sum(axis=-1, keepdims=True)
-
-
-def attention_rollout(record: AttentionRecord) -> np.ndarray:
-    """(L, Q, K): rollout[l] = Â_l ... Â_1, the flow from the input tokens to layer l."""
-    steps = residual_attention(record)
-    rollout = np.empty_like(steps)
-    product = np.eye(record.num_tokens)
-    for layer, step in enumerate(steps):
-        product = step @ product  # (Q, K)
-        rollout[layer] = product
-    return rollout
-
-
 ROLLOUT_HEIGHT_PX = 500  # the two maps share a column: no taller than their width allows
 ROLLOUT_TOP_MARGIN_PX = 170  # the title, then the key labels and "key" under it (large fonts too)
 
 
-def rollout_figures(record: AttentionRecord, layer: int) -> tuple[go.Figure, go.Figure]:
-    """(raw head-averaged attention of `layer`, rollout up to `layer`) on one [0, 1] scale, made
-    to stand side by side in a narrow column: short titles with room under them for the key
-    labels, and the maps at the top of the figures."""
-    raw = head_average(record)[layer]
-    rolled = attention_rollout(record)[layer]
+def rollout_figures(raw: np.ndarray, rolled: np.ndarray, tokens: tuple[str, ...],
+                    layer: int) -> tuple[go.Figure, go.Figure]:
+    """(raw head-averaged attention of `layer`, rollout up to `layer`), each (Q, K) exact, on one
+    [0, 1] scale, made to stand side by side in a narrow column: short titles with room under
+    them for the key labels, and the maps at the top of the figures."""
     figures = (
-        matrix_heatmap(raw, record.tokens, f"Raw attention · layer {layer}"),
-        matrix_heatmap(rolled, record.tokens, f"Rollout · layers 0 to {layer}"),
+        matrix_heatmap(raw, tokens, f"Raw attention · layer {layer}"),
+        matrix_heatmap(rolled, tokens, f"Rollout · layers 0 to {layer}"),
     )
     for figure in figures:
         figure.update_layout(height=min(figure.layout.height, ROLLOUT_HEIGHT_PX),
                              margin=dict(t=ROLLOUT_TOP_MARGIN_PX))
         figure.update_yaxes(constrain="domain", constraintoward="top")
     return figures
+
+
+LONG_ROLLOUT_HEIGHT_PX = 520  # two maps side by side across the page: as tall as they are wide
+
+POOLED_ROLLOUT_HOVER = ("queries %{{customdata[0]}}<br>keys %{{customdata[1]}}<br>"
+                        "largest {value} %{{z:.4g}}<extra></extra>")  # .format(value=...)
+
+
+def _block_labels(pooled: PooledMap, tokens) -> list[str]:
+    """Each block's token range and its first and last tokens (escaped), e.g. "16–31 (the … cat)"."""
+    labels = tick_labels(tuple(tokens))
+    named = []
+    for block in _ranges(pooled.query_starts, pooled.num_queries):
+        first, _, last = block.partition("–")
+        words = labels[int(first)] + (f" … {labels[int(last)]}" if last else "")
+        named.append(f"{block} ({words})")
+    return named
+
+
+def _pooled_figure(pooled: PooledMap, tokens, title: str, value: str) -> go.Figure:
+    """One pooled (c, c) map: block ranges on the axes and in the hover, coloured from 0 to the
+    map's top."""
+    num_tokens = pooled.num_queries
+    cells = pooled.values.shape[0]
+    blocks = _block_labels(pooled, tokens)
+    names = np.array(blocks, dtype=object)
+    customdata = np.stack(np.broadcast_arrays(names[:, None], names[None, :]), axis=-1)  # (c, c, 2)
+    ticks = _tick_values(cells)
+    ticktext = [blocks[i].split("–")[0].split(" ")[0] for i in ticks]
+    if cells < num_tokens:
+        block = num_tokens / cells
+        title += (f"<br><sup>max-pooled: each cell is the largest {value} of {block:.0f} × "
+                  f"{block:.0f} tokens</sup>")
+    figure = go.Figure(go.Heatmap(
+        z=pooled.values, customdata=customdata,
+        hovertemplate=POOLED_ROLLOUT_HOVER.format(value=value),
+        colorscale=style.COLORSCALE, zmin=0.0, zmax=float(pooled.tops),
+        # under the map: two maps share the page's width, and a bar beside each takes a third
+        colorbar=dict(title=dict(text=value, side="right"), orientation="h", thickness=12,
+                      len=0.9, y=-0.02, yanchor="top"),
+    ))
+    side = style.heatmap_size(cells)
+    figure.update_layout(
+        title=dict(text=title), font=style.FONT,
+        width=side, height=LONG_ROLLOUT_HEIGHT_PX,
+        margin=dict(style.HEATMAP_MARGIN, b=60), plot_bgcolor="white",
+        xaxis=dict(title=None, side="top", showgrid=False, zeroline=False,
+                   tickmode="array", tickvals=ticks, ticktext=ticktext),
+        yaxis=dict(title="query block", autorange="reversed", showgrid=False, zeroline=False,
+                   scaleanchor="x", tickmode="array", tickvals=ticks, ticktext=ticktext,
+                   constrain="domain", constraintoward="top"),
+    )
+    return figure
+
+
+def long_rollout_figures(raw: PooledMap, rolled: PooledMap, layer: int,
+                         tokens) -> tuple[go.Figure, go.Figure]:
+    """(head-averaged attention of `layer`, rollout up to `layer`) of a long input, each from
+    its max-pooled (c, c) map (models.analysis.rollout.RolloutMaps.pooled), sized to stand side
+    by side like `rollout_figures`; the hover names each block's tokens."""
+    if len(tokens) != raw.num_queries:
+        raise ValueError(f"{len(tokens)} tokens for an input of {raw.num_queries}")
+    return (
+        _pooled_figure(raw, tokens, f"Raw attention · layer {layer}", "weight"),
+        _pooled_figure(rolled, tokens, f"Rollout · layers 0 to {layer}", "share"),
+    )

@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 
 from models.hooks.record import AttentionRecord
 from viz import style
-from viz.compare import compare_heads, difference_heatmap
+from viz.compare import difference_heatmap
 from viz.heatmap import matrix_heatmap
 from viz.labels import numbered_labels
 
@@ -164,12 +164,6 @@ def before_after_maps(before: AttentionRecord, after: AttentionRecord, layer: in
     return tuple(matrix_heatmap(record.head(layer, head), record.tokens,
                                 f"{name} fine-tuning · layer {layer}, head {head}")
                  for name, record in (("Before", before), ("After", after)))
-
-
-def head_changes(before: AttentionRecord, after: AttentionRecord) -> pd.DataFrame:
-    """compare_heads' ranking, most changed head first, its label columns named before/after."""
-    return compare_heads(before, after).rename(columns={"label_first": "label before",
-                                                        "label_second": "label after"})
 
 
 def change_heatmap(table: pd.DataFrame) -> go.Figure:

@@ -4,7 +4,7 @@ Tokens are found by the text a user types ("he", "Mario"): case-insensitive, wit
 markers ("##" of WordPiece, "Ġ" of byte-level BPE, "▁" of SentencePiece) stripped, and a word the
 tokenizer split into pieces found as the run of consecutive pieces that spells it. A query made
 of several pieces reads the MEAN of their rows and several key pieces the SUM of their columns,
-the same rule as merging word pieces (viz/tokens.py), so a head's score is the same whether or
+the same rule as merging word pieces (models/analysis/token_options.py), so a head's score is the same whether or
 not pieces are merged.
 
 Finding words needs only the tokens: `locate` and `every_position` take anything with `.tokens`

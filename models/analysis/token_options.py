@@ -1,6 +1,7 @@
 """The two token options every view respects: word pieces merged into words, special tokens hidden.
 
-Both take a record and return a new record, so every viz function works unchanged on the result.
+Both take a record and return a new record, so every analysis and every view works unchanged on
+the result (a numeric transform of the record: models/analysis, not viz/).
 
 Merging (the rule the pages state): a word's row is the MEAN of its pieces' query rows, and a
 word's column is the SUM of its pieces' key columns. Rows still add up to 1: each piece row
@@ -26,13 +27,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models.hooks.record import ROW_SUM_TOLERANCE, AttentionRecord
+from models.analysis.reducer import EMPTY_ROW_WEIGHT
+from models.analysis.token_batch import WORD_START_MARKERS, WORDPIECE_CONTINUATION
+from models.hooks.record import AttentionRecord
 
-WORDPIECE_CONTINUATION = "##"
-WORD_START_MARKERS = ("Ġ", "▁")  # byte-level BPE, SentencePiece
-# A row with less weight than the record's row-sum tolerance (0.1 %) counts as empty: after hiding
-# special tokens, renormalising what little is left would only magnify rounding noise.
-EMPTY_ROW_WEIGHT = ROW_SUM_TOLERANCE
 # The record lets a row sum to 0 only when a mask is listed; hidden keys act like padding.
 HIDDEN_KEYS_MASK = "hidden-specials"
 
