@@ -5,6 +5,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from ui.attention import read_setting
 from ui.examples import examples_menu
 from ui.links import LinkedView
 from ui.state import sidebar
@@ -45,11 +46,11 @@ page = st.navigation({
         st.Page("pages/encoder_layer.py", title="Inside one encoder layer", icon=":material/layers:"),
         st.Page("pages/fine_tuning.py", title="Fine-tuning a classifier", icon=":material/model_training:"),
     ],
-})
+}, expanded=True)  # every page in the menu: Streamlit otherwise folds it after ten under "View more"
 if page.url_path == "attention_maps":  # before any widget: the link's values come along
     st.switch_page(MAPS, query_params=st.query_params.to_dict())
 view = LinkedView.restore(page)  # the URL's view into the session, before any widget exists
-sidebar()
+sidebar(read_setting)
 examples_menu()  # the chapters' examples, one click each
 view.share()  # the session's view into the URL, and "Link to this view" in the sidebar
 try:

@@ -93,6 +93,9 @@ LONG_TOKENS = 4096
 # Each long input's per-layer inputs are kept on disk (SmolLM2 at 4,096 tokens: 283 MB) so any
 # head can be computed again exactly in a fraction of a second; at most this much disk in all.
 LONG_INPUT_DISK_BYTES = 2 * GIB
+# A head of at most this many tokens is drawn cell by cell with its tokens; a longer one whole,
+# max-pooled, beside an exact window (ui/views.py).
+EXACT_MAP_TOKENS = 512
 
 # --- Files ----------------------------------------------------------------------------------------
 # Every export file on disk at once. Below Streamlit's 1 GB: a static folder larger than that at

@@ -1,9 +1,9 @@
 import streamlit as st
 
-from ui import cache, long_inputs, long_rows, long_views
+from ui import attention as inputs
+from ui import cache, views
 from ui.routing import through_app
-from ui.state import current_record, sidebar_input
-from viz.bertviz_views import (BERTVIZ_COLOURS, HEAD_VIEW, MAX_TOKENS, MODEL_VIEW,
+from viz.bertviz_views import (BERTVIZ_COLOURS, HEAD_VIEW, MAX_TOKENS, MODEL_VIEW, WINDOW_TOKENS,
                                WEIGHT_DECIMALS, ViewChoice, default_model_choice, fits, max_tokens)
 
 through_app()
@@ -15,7 +15,6 @@ VIEW_CHOICE = "bertviz_view_choice"
 # The input (tokens, layers, heads, pair) the model view's layers and heads were last chosen for.
 CHOSEN_FOR = "bertviz_chosen_for"
 LAYERS, HEADS = "bertviz_layers", "bertviz_heads"
-LONG_WINDOW = 64  # tokens of a long input drawn at once: bertviz stays responsive with them
 
 
 def model_view_choice(record) -> ViewChoice | None:
@@ -56,24 +55,21 @@ st.markdown(
     "attention. With a second sentence, its *Attention* menu filters A→A, B→B, A→B and "
     "B→A. Everything here runs from this app's server: nothing is fetched from the internet."
 )
-given = sidebar_input()
-long = long_inputs.long_count(given.source, given.text, given.pair)
-read_all = long is not None and st.toggle(
-    f"Read all {long.tokens:,} tokens and draw a window of {LONG_WINDOW} of them",
-    key="bertviz_long",
-    help=long_views.read_all_text(long)["help"] + f" bertviz then draws {LONG_WINDOW} tokens "
-         "of it at a time, with every layer's weights computed exactly for that window.")
-if read_all:
-    streamed = long_inputs.overview(given.source, given.text, given.pair).streamed
-    last = max(streamed.num_tokens - LONG_WINDOW, 0)
-    start = long_views.window_start("Window: first token", last, "bertviz_window_start", last, st)
-    record = long_rows.window_record(given.source, given.text, given.pair, start, LONG_WINDOW)
-    st.caption(f"Tokens {start}–{start + record.num_tokens - 1} of {streamed.num_tokens:,}. The "
+attention = inputs.current()
+record = None
+if attention is not None and attention.num_tokens <= MAX_TOKENS:
+    record = attention.window(0, attention.num_tokens)
+elif attention is not None:  # a window of it, every layer exact inside the window
+    last = attention.num_tokens - WINDOW_TOKENS
+    start = views.window_start("Window: first token", last, "bertviz_window_start", last, st)
+    record = views.with_progress("Computing the window in every layer",
+                                 lambda progress: attention.window(start, start + WINDOW_TOKENS,
+                                                                   progress))
+    st.caption(f"Tokens {start}–{start + record.num_tokens - 1} of "
+               f"{inputs.caption(attention)}. bertviz draws {WINDOW_TOKENS} tokens at a time; the "
                "lines are the model's exact weights between tokens inside the window; what a "
                "token gives to tokens outside it (often the first token) is not drawn, so its "
                "lines add up to less than 1.")
-else:
-    record = current_record()
 if record is not None:
     if "bertviz_view" not in st.session_state:
         st.session_state["bertviz_view"] = st.session_state.get(VIEW_CHOICE, HEAD_VIEW)

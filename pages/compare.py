@@ -1,19 +1,13 @@
 import streamlit as st
 
-from models.analysis.compare import compare_heads, ranking_measure
-from models.errors import ModelLoadError
-from ui import cache, charts, long_compare, long_inputs, long_views
+from models.hooks.access import compare
+from ui import attention as inputs
+from ui import charts, views
 from ui.routing import through_app
-from ui.state import loaded_source, sidebar_input
-from ui.text import plain
-from viz.compare import difference_heatmap, side_by_side
+from ui.state import sidebar_input
+from viz.compare import difference_heatmap
 
 SECOND_DEFAULT = "Fruit flies like a banana."  # the other half of the chapter's pair
-ROLE_MEASURE = ("Heads are ranked by the difference of their roles: the Jensen-Shannon "
-                "divergence (in bits, 0 to 1) between how much weight each puts on the first "
-                "token, other special tokens, itself, the previous token, the next token, and "
-                "other earlier or later tokens. (A position-by-position comparison would need "
-                "both inputs' full maps at once.)")
 
 through_app()
 
@@ -35,34 +29,11 @@ else:
 if not first_text.strip():
     st.info("Type a sentence in the sidebar to compare.")
     st.stop()
-longs = [long_inputs.long_count(given.source, text, "") for text in (first_text, second_text)]
-longest = max((count for count in longs if count is not None), default=None,
-              key=lambda count: count.tokens)
-read_all = longest is not None and st.toggle(**long_views.read_all_text(longest),
-                                             key="compare_long")
-try:
-    loaded_source(given.source)
-    if read_all:
-        first_side, second_side = (long_compare.side(given.source, text, count is not None)
-                                   for text, count in zip((first_text, second_text), longs))
-    else:
-        first_view, second_view = (
-            cache.token_view(given.source, text, "", given.merge_words, given.hide_special)
-            for text in (first_text, second_text)
-        )
-except (ModelLoadError, ValueError) as error:
-    st.error(plain(str(error)))
+first, second = (inputs.of(given.source, text, "") for text in (first_text, second_text))
+if first is None or second is None:
     st.stop()
-if read_all:
-    table = long_compare.role_table(first_side, second_side)
-    st.caption(f"{long_inputs.label(given.source)} · {first_side.num_tokens:,} and "
-               f"{second_side.num_tokens:,} tokens, each read whole. {ROLE_MEASURE}")
-else:
-    for note in dict.fromkeys(first_view.notes + second_view.notes):
-        st.info(note)
-    table = compare_heads(first_view.record, second_view.record)
-    st.caption(f"{first_view.record.source} · "
-               f"{ranking_measure(first_view.record, second_view.record)}")
+table, measure = compare(first, second)
+st.caption(f"{first.label} · {first.num_tokens:,} and {second.num_tokens:,} tokens. {measure}")
 st.dataframe(table, key="compare_table", hide_index=True, column_config={
     "difference": st.column_config.ProgressColumn(
         "difference", help="bits, 0 = same, 1 = nothing in common", format="%.3f",
@@ -84,12 +55,6 @@ picked = rows[chosen]
 layer, head = int(picked.layer), int(picked.head)
 st.caption(f"Difference {picked.difference:.3f} bits: rank {picked.rank} of {len(rows)} heads.")
 left, right = st.columns(2)
-if read_all:
-    first_figure, second_figure = (
-        long_compare.head_figure(given.source, one, name, layer, head)
-        for one, name in ((first_side, "First input"), (second_side, "Second input")))
-else:
-    first_figure, second_figure = side_by_side(first_view.record, second_view.record, layer,
-                                               head)
-charts.show(first_figure, key="compare_first_map", container=left)
-charts.show(second_figure, key="compare_second_map", container=right)
+views.head_map(first, layer, head, "compare_first", left, half_width=True, name="First input")
+views.head_map(second, layer, head, "compare_second", right, half_width=True,
+               name="Second input")

@@ -2,10 +2,11 @@ import streamlit as st
 
 from models.analysis.detectors import DETECTORS, DETECTORS_BY_NAME, NotMeasurable
 from models.analysis.repeated_tokens import DEFAULT_REPEAT_LENGTH, DEFAULT_SEED
-from ui import analysis_cache, charts, long_inputs, long_views
+from ui import analysis_cache, charts
+from ui import attention as inputs
 from ui.analysis_cache import open_head_buttons
 from ui.routing import through_app
-from ui.state import current_record, sidebar_input
+from ui.state import sidebar_input
 from ui.text import plain
 from viz.head_analysis import layer_head_map, ranked_heads
 
@@ -23,10 +24,8 @@ st.markdown(
     "over n tokens scores about 1/n."
 )
 given = sidebar_input()
-long = long_inputs.long_count(given.source, given.text, given.pair)
-read_all = long is not None and st.toggle(**long_views.read_all_text(long), key="detectors_long")
-record = None if read_all else current_record(apply_options=False)
-if read_all or record is not None:
+attention = inputs.current(token_options=False)
+if attention is not None:
     if given.merge_words or given.hide_special:
         st.caption("Detectors read the model's own tokens, so the sidebar's token options do "
                    "not apply here.")
@@ -34,32 +33,21 @@ if read_all or record is not None:
                     horizontal=True)
     detector = DETECTORS_BY_NAME[name]
     st.markdown(f"**Definition.** {detector.definition}")
-    if detector.on_repeated_tokens:
-        left, right = st.columns(2)
-        count = left.slider("Random tokens in one copy", 5, 50, DEFAULT_REPEAT_LENGTH,
-                            key="detectors_length")
-        seed = right.number_input("Seed", 0, 2**31 - 1, DEFAULT_SEED, key="detectors_seed")
-        try:
-            measured = analysis_cache.repeated_tokens(given.source, count, int(seed))
-        except NotMeasurable as error:
-            st.error(plain(str(error)))
-            st.stop()
-        st.caption(plain(f"Measured on {count} tokens drawn at random (seed {seed}) from the "
-                         f"model's vocabulary and repeated twice: {' '.join(measured.tokens)}"))
-        target = measured
-    elif read_all:
-        overview = long_inputs.overview(given.source, given.text, given.pair)
-        st.caption(f"Measured on all {overview.streamed.num_tokens:,} tokens of the sidebar's "
-                   "text (word pieces and special tokens as the model reads them), layer by "
-                   "layer as the model computed each layer's maps.")
-        target = None  # the stream's scores
-    else:
-        st.caption(f"Measured on the sentence in the sidebar ({record.num_tokens} tokens, word "
-                   "pieces and special tokens as the model reads them).")
-        target = record
     try:
-        scores = (overview.detector_scores(name) if target is None
-                  else detector.score(target))
+        if detector.on_repeated_tokens:
+            left, right = st.columns(2)
+            count = left.slider("Random tokens in one copy", 5, 50, DEFAULT_REPEAT_LENGTH,
+                                key="detectors_length")
+            seed = right.number_input("Seed", 0, 2**31 - 1, DEFAULT_SEED, key="detectors_seed")
+            measured = analysis_cache.repeated_tokens(given.source, count, int(seed))
+            st.caption(plain(f"Measured on {count} tokens drawn at random (seed {seed}) from "
+                             f"the model's vocabulary and repeated twice: "
+                             f"{' '.join(measured.tokens)}"))
+            scores = detector.score(measured)
+        else:
+            st.caption(f"Measured on the sidebar's text ({inputs.caption(attention)}; word "
+                       "pieces and special tokens as the model reads them).")
+            scores = attention.summary().detector_scores(name)
     except NotMeasurable as error:
         st.info(plain(str(error)))
         st.stop()
@@ -68,8 +56,7 @@ if read_all or record is not None:
         f"layer {row.layer} · head {row.head} ({row.score:.2f})"
         for row in table.head(TOP_HEADS).itertuples()))
     open_head_buttons([(int(row.layer), int(row.head), f"score {row.score:.3f}")
-                       for row in table.head(OPEN_BUTTONS).itertuples()], "detectors_open",
-                      long=read_all and not detector.on_repeated_tokens)
+                       for row in table.head(OPEN_BUTTONS).itertuples()], "detectors_open")
     if detector.on_repeated_tokens:
         st.caption("The maps page shows the sidebar's sentence, not the random tokens.")
     charts.show(layer_head_map(scores, f"{name} score of every layer and head", "score"),

@@ -2,17 +2,16 @@ import streamlit as st
 
 from models.limits import MAX_TEXT_CHARS
 from models.analysis.head_finder import (TokenNotFound, every_position, find_spans, locate,
-                                  parse_token_list, query_to_keys, rows_to_keys,
-                                  strongest_in_rows, strongest_keys)
-from ui import charts, long_finder, long_inputs, long_views
+                                         parse_token_list, rows_to_keys, strongest_in_rows)
+from ui import attention as inputs
+from ui import charts, views
 from ui.analysis_cache import open_head_buttons
 from ui.routing import through_app
-from ui.state import current_record, sidebar_input
 from ui.text import plain
 from viz.head_analysis import layer_head_map, ranking_table
 
 OPEN_BUTTONS = 3
-LISTED_KEYS = 12  # a long input's keys named in the caption; the rest are counted
+LISTED_KEYS = 12  # keys named in the caption; the rest are counted
 
 through_app()
 
@@ -23,23 +22,10 @@ st.markdown(
     "attention goes to those keys (0 = none, 1 = all of it). A word split into pieces reads "
     "the mean of its pieces' rows and the sum of their columns, as in the merged view."
 )
-given = sidebar_input()
-long = long_inputs.long_count(given.source, given.text, given.pair)
-read_all = long is not None and st.toggle(**long_views.read_all_text(long), key="finder_long")
-if read_all:
-    streamed = long_inputs.overview(given.source, given.text, given.pair).streamed
-    found_in, tokens, causal = streamed, streamed.tokens, streamed.causal
-    num_layers, num_heads = streamed.num_layers, streamed.num_heads
-    source_label = long_inputs.label(given.source)
-    if given.merge_words or given.hide_special:
-        st.caption("A long input is read in the model's own tokens: the sidebar's token options "
-                   "do not apply here (a word's pieces are still read together).")
-else:
-    record = current_record()
-    if record is None:
-        st.stop()
-    found_in, tokens, causal = record, record.tokens, "causal" in record.masks
-    num_layers, num_heads, source_label = record.num_layers, record.num_heads, record.source
+attention = inputs.current()
+if attention is None:
+    st.stop()
+tokens = attention.tokens
 left, right = st.columns(2)
 query_text = left.text_input("Query token", key="finder_query", placeholder="he",
                              max_chars=MAX_TEXT_CHARS)
@@ -51,40 +37,37 @@ if not query_text.strip() or not key_words:
             "'Mario is short, but he can jump super high.' try 'he' and 'Mario'.")
     st.stop()
 try:
-    query = locate(found_in, query_text)
-    key_positions = every_position(found_in, key_words)
+    query = locate(attention, query_text)
+    key_positions = every_position(attention, key_words)
 except TokenNotFound as error:
     st.error(plain(str(error)))
     st.stop()
-if read_all:  # the query's rows of every layer, from each layer's kept input
-    rows = long_finder.query_rows(given.source, given.text, given.pair, query)  # (L, H, W, K)
-    scores, strongest = rows_to_keys(rows, key_positions), strongest_in_rows(rows)
-else:
-    scores = query_to_keys(record, query.positions, key_positions)
-    strongest = strongest_keys(record, query.positions)
+rows = views.with_progress(  # (L, H, W, K): the query's rows of every layer
+    "Computing the query's rows in every layer",
+    lambda progress: attention.rows_every_layer(range(query.start, query.stop), progress))
+scores, strongest = rows_to_keys(rows, key_positions), strongest_in_rows(rows)
 table = ranking_table(scores, [[tokens[k] for k in row] for row in strongest])
 occurrences = len(find_spans(tokens, query_text))
-listed = key_positions[:LISTED_KEYS] if read_all else key_positions
+listed = key_positions[:LISTED_KEYS]
 st.caption(plain(
     f"Query: '{' '.join(tokens[p] for p in query.positions)}' at position "
     f"{query.start}" + (f" (the first of {occurrences})" if occurrences > 1 else "") +
     f". Keys: {', '.join(f'{tokens[p]} #{p}' for p in listed)}"
     + (f", … ({len(key_positions):,} positions in all)" if len(listed) < len(key_positions)
-       else "") + f". {num_layers * num_heads} heads · {source_label}"
-    + (f" · all {len(tokens):,} tokens, the query's rows computed exactly in every layer."
-       if read_all else ".")
+       else "") + f". {attention.num_layers * attention.num_heads} heads · "
+    + inputs.caption(attention) + "."
 ))
-if read_all and occurrences > 1:
+if occurrences > 1:
     st.info(plain(f"'{query_text.strip()}' occurs {occurrences:,} times in these "
-                  f"{len(tokens):,} tokens. As for a short text, the query is its first "
-                  f"occurrence (position {query.start}); to ask about a later one, type a word "
-                  "that occurs only there."))
-if causal and all(p > query.stop - 1 for p in key_positions):
+                  f"{len(tokens):,} tokens: the query is its first occurrence (position "
+                  f"{query.start}); to ask about a later one, type a word that occurs only "
+                  "there."))
+if attention.causal and all(p > query.stop - 1 for p in key_positions):
     st.warning("Every key comes after the query, and this causal model never attends to "
                "later tokens, so every head scores 0.")
 best = table.head(OPEN_BUTTONS)
 open_head_buttons([(int(row.layer), int(row.head), f"attention {row.attention:.3f}")
-                   for row in best.itertuples()], "finder_open", long=read_all)
+                   for row in best.itertuples()], "finder_open")
 charts.show(layer_head_map(scores, "Attention from the query to the keys, per head",
                            "attention"), key="finder_map")
 st.dataframe(table, hide_index=True, key="finder_table", column_config={

@@ -1,31 +1,23 @@
 import streamlit as st
 
-from ui import charts, long_inputs, long_predictions, long_views
+from ui import attention as inputs
+from ui import charts, views
 from ui.routing import through_app
-from ui.state import current_trace, loaded_source, sidebar_input, use_decoder
+from ui.state import loaded_source, sidebar_input, use_decoder
 from ui.text import plain
 from viz.generation import visible_text
 from viz.predictions import candidate_bars, loss_figure, position_table
 
 through_app()
 
-
-def read_all_text(long: long_inputs.LongCount) -> dict[str, str]:
-    """The "Read all N tokens" toggle's label, with help that says what this page computes."""
-    return {**long_views.read_all_text(long), "help": (
-        f"This view otherwise keeps the first {long.kept} tokens. Turned on, it reads up to "
-        f"{long.limit:,}: the model runs layer by layer, keeping each layer's input (about 90 s "
-        "at 4,096 tokens, once per text for everyone on the server, shared with the "
-        "attention pages), then the last layer and the language-model head run again from the "
-        "last layer's input, a few hundred positions at a time. The predictions are the ones a "
-        "single forward over the whole text makes.")}
+MAX_LISTED_POSITIONS = 512  # more positions than this: a typed position, not a list
 
 
-def position_choice(per_position, tokens: tuple[str, ...], long_text: bool) -> int:
-    """The position whose candidates are drawn: a list of the tokens, or for a long text a
+def position_choice(per_position, tokens: tuple[str, ...], many: bool) -> int:
+    """The position whose candidates are drawn: a list of the tokens, or for many tokens a
     number (thousands of options are not a list to scroll)."""
     last = per_position.positions[-1].position
-    if long_text:
+    if many:
         value = st.session_state.get("pred_position_number")
         if not isinstance(value, int) or not 0 <= value <= last:
             st.session_state["pred_position_number"] = last
@@ -37,11 +29,11 @@ def position_choice(per_position, tokens: tuple[str, ...], long_text: bool) -> i
                         index=len(labels) - 1, key="pred_position")
 
 
-def show_positions(per_position, tokens: tuple[str, ...], long_text: bool = False) -> None:
+def show_positions(per_position, tokens: tuple[str, ...], many: bool = False) -> None:
     """The loss at every position, one position's candidates, and the table of all of them."""
     st.subheader("Prediction against what came, at every position")
     charts.show(loss_figure(per_position), key="pred_loss")
-    position = position_choice(per_position, tokens, long_text)
+    position = position_choice(per_position, tokens, many)
     chosen = per_position.positions[position]
     rank = (f"its choice number {chosen.rank}" if chosen.rank is not None
             else f"not among its top {len(chosen.candidates)}")
@@ -56,8 +48,6 @@ def show_positions(per_position, tokens: tuple[str, ...], long_text: bool = Fals
 
 st.title("What the model predicts")
 given = sidebar_input()
-long = long_predictions.long_count(given.source, given.text, given.pair)
-read_all = long is not None and st.toggle(**read_all_text(long), key="pred_long")
 intro, picture = st.columns([1, 2], gap="medium")  # the explanation beside the main figure
 intro.markdown(
     "Attention is how a model gathers information; its **prediction** is what it does with it. "
@@ -71,29 +61,20 @@ intro.expander("What the page shows").markdown(
     "means it was certain and right). For a masked language model: the top 10 fillers of each "
     "mask token."
 )
-if read_all:
-    predictions = long_predictions.predictions(given.source, given.text, given.pair)
-    tokens = long_inputs.overview(given.source, given.text, given.pair).streamed.tokens
-    intro.caption(f"All {len(tokens):,} tokens · {plain(long_inputs.label(given.source))}. The "
-                  "last layer and the head ran again from the last layer's kept input, a few "
-                  "hundred positions at a time: the predictions of one forward over the whole "
-                  "text.")
-    charts.show(candidate_bars(predictions.next_token.candidates,
-                               "The model's top 10 next tokens after your text"),
-                key="pred_next", container=picture)
-    show_positions(predictions.positions, tokens, long_text=True)
-trace = None if read_all else current_trace()
-if trace is not None:
-    predictions = trace.predictions
-    record = trace.record
+attention = inputs.current(token_options=False)
+if attention is not None:
+    predictions = views.with_progress(
+        "Predicting every next token", lambda progress: attention.predictions(progress))
+    tokens = attention.tokens
+    many = len(tokens) > MAX_LISTED_POSITIONS
     if predictions is None:
-        picture.info(f"{plain(record.source)} has no language-model head, so it makes no "
+        picture.info(f"{plain(attention.label)} has no language-model head, so it makes no "
                      "prediction to show here (this app never invents one); the causal decoder "
                      "predicts the next token.")
         picture.button("Use the decoder's next-token view", key="pred_use_decoder",
                        on_click=use_decoder)
     elif predictions.next_token is not None:
-        intro.caption(f"{record.num_tokens} tokens · {plain(record.source)}")
+        intro.caption(plain(inputs.caption(attention)))
         charts.show(candidate_bars(predictions.next_token.candidates,
                                    "The model's top 10 next tokens after your text"),
                     key="pred_next", container=picture)
@@ -101,9 +82,9 @@ if trace is not None:
             st.info("The text is a single token, so there is no position where a prediction "
                     "can be compared with the token that came.")
         else:
-            show_positions(predictions.positions, record.tokens)
+            show_positions(predictions.positions, tokens, many)
     elif predictions.masks:
-        intro.caption(f"{record.num_tokens} tokens · {plain(record.source)}")
+        intro.caption(plain(inputs.caption(attention)))
         for index, fillers in enumerate(predictions.masks):
             charts.show(candidate_bars(
                 fillers.candidates, f"Top 10 fillers for the mask at token #{fillers.position}"),

@@ -1,16 +1,17 @@
 import streamlit as st
 
-from models.teaching.arithmetic import key_products, row_arithmetic, row_arithmetic_from_rows
-from ui import long_inputs, long_rows, long_views
+from models.teaching.arithmetic import key_products, row_arithmetic_from_rows, strongest_keys
+from ui import attention as inputs
 from ui.charts import show
 from ui.routing import through_app
-from ui.state import current_trace, index_slider, sidebar_input
+from ui.state import index_slider, sidebar_input
 from viz.arithmetic import (output_check, products_figure, row_steps_figure, row_table,
                             vectors_figure)
 
 through_app()
 
-SHOWN_KEYS = 48  # keys drawn as bars for a long input: those with the largest weights
+SHOWN_KEYS = 48  # keys drawn as bars over more keys than this: those with the largest weights
+MAX_LISTED_TOKENS = 512  # more tokens than this: the query is a typed position, not a list
 
 st.title("One attention row, step by step")
 st.markdown(
@@ -24,47 +25,35 @@ st.markdown(
 st.latex(r"\text{weights} = \operatorname{softmax}\!\left(\frac{q\,K^\top}{\sqrt{d_k}} + \text{mask}\right),"
          r"\qquad \text{output} = \textstyle\sum_j \text{weight}_j\, v_j")
 given = sidebar_input()
-long = long_inputs.long_count(given.source, given.text, given.pair)
-read_all = long is not None and st.toggle(**long_views.read_all_text(long), key="arith_long")
-if read_all:
-    streamed = long_inputs.overview(given.source, given.text, given.pair).streamed
-    tokens, special_positions = streamed.tokens, streamed.encoded.special_positions
-    num_layers, num_heads = streamed.num_layers, streamed.num_heads
-    source_label = long_inputs.label(given.source)
-else:
-    trace = current_trace()
-    if trace is None:
-        st.stop()
-    record = trace.record
-    tokens, special_positions = record.tokens, record.special_positions
-    num_layers, num_heads, source_label = record.num_layers, record.num_heads, record.source
+attention = inputs.current(token_options=False)
+if attention is None:
+    st.stop()
+tokens, special_positions = attention.tokens, attention.special_positions
 if given.merge_words or given.hide_special:
     st.caption("Vectors belong to the model's own tokens, so this page shows every word "
                "piece and special token whatever the sidebar's token options say.")
 left, middle, right = st.columns(3)
 with left:
-    layer = index_slider("Layer", num_layers, "arith_layer")
+    layer = index_slider("Layer", attention.num_layers, "arith_layer")
 with middle:
-    head = index_slider("Head", num_heads, "arith_head")
+    head = index_slider("Head", attention.num_heads, "arith_head")
 positions = list(range(len(tokens)))
-if read_all:  # thousands of tokens: a position, not a list to scroll
+many = len(tokens) > MAX_LISTED_TOKENS
+if many:  # thousands of tokens: a position, not a list to scroll
     if not isinstance(st.session_state.get("arith_position"), int) or \
             not 0 <= st.session_state["arith_position"] < len(tokens):
         st.session_state["arith_position"] = len(tokens) - 1
     query = int(right.number_input(f"Query position (0–{len(tokens) - 1})", 0, len(tokens) - 1,
                                    key="arith_position"))
-    with st.spinner(f"Computing row {query} of layer {layer} from the layer's input…"):
-        row = row_arithmetic_from_rows(
-            long_rows.exact_row(given.source, given.text, given.pair, layer, query), head, query)
 else:
     if st.session_state.get("arith_query") not in positions:
         st.session_state["arith_query"] = min(1, len(tokens) - 1)
     query = right.selectbox("Query token", positions, key="arith_query",
                             format_func=lambda i: f"#{i} {tokens[i]}")
-    row = row_arithmetic(trace, layer, head, query)
-st.caption(f"{source_label} · d_k = {row.query.shape[-1]} · query #{query} '{tokens[query]}'"
-           + (f" of {len(tokens):,} tokens, computed exactly from layer {layer}'s input"
-              if read_all else ""))
+with st.spinner(f"Computing row {query} of layer {layer}…"):
+    row = row_arithmetic_from_rows(attention.rows(layer, range(query, query + 1)), head, query)
+st.caption(f"{inputs.caption(attention)} · d_k = {row.query.shape[-1]} · query #{query} "
+           f"'{tokens[query]}'")
 if row.rotary:
     st.info("This model encodes positions by rotating q and k (rotary position embeddings): "
             "the vectors below are q and k after that rotation, the ones the model "
@@ -82,8 +71,8 @@ if special_positions:
         st.caption(f"The bars leave out {' and '.join(specials)}, but the softmax is still the "
                    "model's, over every key it used: the weights shown no longer add up to 1.")
 shown_keys = None if candidates is positions else candidates
-if read_all and len(candidates) > SHOWN_KEYS:
-    shown_keys = long_rows.strongest_keys(row.weights, candidates, SHOWN_KEYS)
+if len(candidates) > SHOWN_KEYS:
+    shown_keys = strongest_keys(row.weights, candidates, SHOWN_KEYS)
     st.caption(f"Over {len(tokens):,} keys the bars show the {SHOWN_KEYS} with the largest "
                "weights, in order of position; the table lists every key.")
 show(row_steps_figure(row, tokens, shown_keys), key="arith_steps")
@@ -103,7 +92,7 @@ st.markdown(
     "view shows the same). Dimensions where q and k have the same sign push the score up, "
     "the others pull it down; a few large products often decide it."
 )
-choices = positions if shown_keys is None or not read_all else shown_keys
+choices = positions if shown_keys is None or not many else shown_keys
 if st.session_state.get("arith_key") not in choices:
     st.session_state["arith_key"] = int(max(choices, key=lambda i: row.weights[i]))
 key = st.selectbox("Key token", choices, key="arith_key",
@@ -113,4 +102,4 @@ show(products_figure(parts, tokens, query), key="arith_products")
 st.success(f"Check: the {len(parts.products)} products add up to {parts.total:.6f}, and step "
            f"1's q · k for this key is {parts.dot:.6f} (difference {parts.difference:.1e}).")
 st.subheader("The vectors")
-show(vectors_figure(row, tokens, shown_keys if read_all else None), key="arith_vectors")
+show(vectors_figure(row, tokens, shown_keys if many else None), key="arith_vectors")

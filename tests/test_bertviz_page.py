@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import re
 
+import numpy as np
+
+from models.analysis.token_options import apply_token_options
 from tests.app_support import run_page, texts
-from viz.bertviz_views import MAX_TOKENS
+from viz.bertviz_views import MAX_TOKENS, WEIGHT_DECIMALS, WINDOW_TOKENS
 
 PAGE = "bertviz_views"
 
@@ -47,12 +50,19 @@ def test_typed_markup_reaches_the_frame_only_escaped():
     assert "<b>" not in html
 
 
-def test_long_input_points_to_all_heads_instead_of_drawing():
-    long_text = " ".join(["word"] * (MAX_TOKENS + 20))  # MiniLM: head view up to 111 tokens
-    at = run_page(PAGE, text=long_text)
-    assert frames(at) == []
-    (info,) = at.info
-    assert "All heads at once" in info.value and "up to 111 tokens" in info.value
+def test_a_longer_input_is_drawn_as_an_exact_window_that_a_slider_moves(encoder_runner):
+    words = [f"w{i}" for i in range(MAX_TOKENS + 20)]  # over bertviz's limit: a window of it
+    at = run_page(PAGE, text=" ".join(words),
+                  state={"bertviz_window_start": 10, "sb_merge_words": True})
+    (html,) = frames(at)
+    entries = page_data(html)["attention"]
+    tokens = entries[0]["left_text"]
+    assert len(tokens) == WINDOW_TOKENS and tokens[0] == "w9"  # position 10: [CLS] is position 0
+    assert f"Tokens 10–{10 + WINDOW_TOKENS - 1} of {MAX_TOKENS + 22:,} tokens" in texts(at)
+    record = apply_token_options(encoder_runner.run(" ".join(words)).record, True, False).record
+    window = record.weights[:, :, 10:10 + WINDOW_TOKENS, 10:10 + WINDOW_TOKENS]
+    drawn = np.array(entries[0]["attn"])  # (L, H, W, W), rounded for the page
+    np.testing.assert_allclose(drawn, window, atol=10 ** -WEIGHT_DECIMALS)
 
     short_for_head_view = " ".join(["word"] * 80)  # fits the head view, not the whole model view
     at = run_page(PAGE, text=short_for_head_view)

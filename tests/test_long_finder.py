@@ -77,7 +77,7 @@ def test_every_layers_rows_of_a_word_are_the_full_forwards_rows(decoder_runner, 
 
 def test_the_page_ranks_heads_over_a_long_input_whole(long_record):
     at = run_page("head_finder", text=LONG_TEXT,
-                  state={**DECODER, "finder_long": True, "finder_query": "he",
+                  state={**DECODER, "sb_read_all": True, "finder_query": "he",
                          "finder_keys": "Mario"})
     assert not at.error
     query = locate(long_record, "he")
@@ -100,13 +100,13 @@ def test_the_page_ranks_heads_over_a_long_input_whole(long_record):
     assert "were dropped" not in shown  # the full trace (and its notice) never ran
     at.button(key=f"finder_open_{layer}_{head}").click().run()
     assert at.title[0].value == "Attention maps" and not at.error
-    assert at.toggle(key="maps_long").value  # the head opens over the whole input too
+    assert at.toggle(key="sb_read_all").value  # the head opens over the whole input too
     assert (at.slider(key="maps_layer").value, at.slider(key="maps_head").value) == (layer, head)
 
 
 def test_a_query_word_that_recurs_is_read_at_its_first_occurrence(long_record):
     at = run_page("head_finder", text=LONG_TEXT,
-                  state={**DECODER, "finder_long": True, "finder_query": "flies",
+                  state={**DECODER, "sb_read_all": True, "finder_query": "flies",
                          "finder_keys": "time"})
     table = at.dataframe[0].value
     expected = query_to_keys(long_record, (1,), every_position(long_record, ["time"]))

@@ -12,6 +12,7 @@ from models.analysis.pooling import max_pool
 from models.analysis.statistics import head_statistics
 from models.loading.kinds import DECODER
 from models.loading.source import ModelSource
+from models.limits import EXACT_MAP_TOKENS
 from models.hooks.streaming import exact_head, exact_layer, long_limit, prepare, stream
 from tests.app_support import array, figures, run_page, texts
 from tests.long_support import full_attentions
@@ -95,15 +96,15 @@ def test_the_long_limit_is_the_models_own_up_to_4096(decoder_runner, encoder_run
 
 
 def test_the_all_heads_page_reads_a_long_decoder_input_whole(decoder_runner):
-    text = text_of(420)
+    text = text_of(EXACT_MAP_TOKENS + 40)  # long enough to be drawn pooled, beside a window
     count = len(prepare(decoder_runner, text, None)[0].tokens)
     assert count > decoder_runner.max_tokens
     at = run_page("all_heads", text=text, state={"sb_kind": "decoder"})
-    toggle = at.toggle(key="all_long")
+    toggle = at.toggle(key="sb_read_all")
     assert f"Read all {count:,} tokens" in toggle.label
     assert "were dropped" in texts(at)  # without the toggle: the full trace's first tokens
     assert "can read up to 4,096 tokens, layer by layer" in texts(at)
-    at = run_page("all_heads", text=text, state={"sb_kind": "decoder", "all_long": True,
+    at = run_page("all_heads", text=text, state={"sb_kind": "decoder", "sb_read_all": True,
                                                  "all_layer": 29, "all_head": 8,
                                                  "all_window_query": 100, "all_window_key": 40})
     mosaic, whole, window = figures(at)
@@ -115,13 +116,14 @@ def test_the_all_heads_page_reads_a_long_decoder_input_whole(decoder_runner):
     np.testing.assert_allclose(array(window["data"][0]["z"]), exact[100:164, 40:104], atol=1e-5)
     assert array(whole["data"][0]["z"]).shape == (256, 256)
     np.testing.assert_allclose(array(whole["data"][0]["z"]).max(), exact.max(), atol=1e-5)
+    assert window["data"][0]["zmax"] == whole["data"][0]["zmax"] < 1  # one colour scale
     links = re.findall(r'<a href="app/static/([^"]+)" download="([^"]+)"',
                        "".join(element.value for element in at.markdown))
     stem = "HuggingFaceTB_SmolLM2-135M-Instruct"
     assert [name for _, name in links] == [f"{stem}_L29H8_{count}tokens.npz"]
     with np.load(STATIC_DIR / links[0][0], allow_pickle=False) as head:  # small: written at once
         np.testing.assert_allclose(head["weights"], exact, atol=1e-5)
-    assert at.button(key="all_long_export_thumbs_npz").label == (  # 30 x 9 x 64 x 64: asked for
+    assert at.button(key="all_export_thumbs_npz").label == (  # 30 x 9 x 64 x 64: asked for
         "Prepare every head's thumbnail as NPZ")
 
 
@@ -144,12 +146,11 @@ def test_a_long_inputs_head_and_thumbnails_download_as_npz_without_pickles():
         assert "max-pooled" in json.loads(str(f["metadata"]))["maps"]
 
 
-def test_a_spread_out_causal_heads_colours_are_not_set_by_its_first_rows(monkeypatch):
+def test_a_spread_out_causal_heads_colours_are_not_set_by_its_first_rows():
     """Row i of an even causal head holds 1 / (i + 1): the first rows' large weights must not
     make the other 4,000 rows colourless; the pooled map and the exact window share one top."""
     from models.analysis.pooling import pool
-    from ui import charts, long_views
-    from viz.long_view import pooled_head_figure
+    from viz.long_view import pooled_head_figure, window_figure
 
     count = 1024
     weights = np.tril(np.ones((count, count), np.float32)) / np.arange(1, count + 1)[:, None]
@@ -158,7 +159,4 @@ def test_a_spread_out_causal_heads_colours_are_not_set_by_its_first_rows(monkeyp
     assert 1 / count < top < 0.1
     tokens = tuple(f"t{i}" for i in range(count))
     assert pooled_head_figure(pooled, 0, 0).data[0].zmax == top
-    drawn = []
-    monkeypatch.setattr(charts, "show", lambda figure, **options: drawn.append(figure))
-    long_views.exact_window(weights, tokens, 0, 0, "test", (500, 0), picture=None)
-    assert drawn[0].data[0].zmax == top
+    assert window_figure(weights, tokens, 0, 0, 500, 0, top=top).data[0].zmax == top

@@ -11,11 +11,13 @@ import torch
 from models.experiments.long_predictions import chunk_bounds, language_model_head, long_predictions
 from models.experiments.predictions import readable
 from models.hooks.streaming import prepare, stream
+from models.limits import EXACT_MAP_TOKENS
 from tests.app_support import array, figures, run_page, texts
 from viz.generation import visible_text
 
 WORDS = ("time flies like an arrow , fruit flies like a banana . " * 400).split()
-LONG_TEXT = " ".join(WORDS[:420])  # more tokens than the decoder's full trace keeps (352)
+# More tokens than the decoder's full trace keeps (352) and than a list of positions shows
+LONG_TEXT = " ".join(WORDS[:EXACT_MAP_TOKENS + 40])
 DECODER = {"sb_kind": "decoder"}
 TOLERANCE = 1e-4
 
@@ -89,9 +91,9 @@ def test_the_page_reads_a_long_text_whole_with_the_full_forwards_predictions(dec
                                                                             reference):
     encoded, log_probabilities = reference
     count = len(encoded.tokens)
-    at = run_page("predictions", text=LONG_TEXT, state={**DECODER, "pred_long": True})
+    at = run_page("predictions", text=LONG_TEXT, state={**DECODER, "sb_read_all": True})
     assert "were dropped" not in texts(at)  # the full trace (and its notice) never ran
-    assert f"All {count:,} tokens" in texts(at)
+    assert f"all {count:,} tokens" in texts(at)
     bars, loss, candidates = figures(at)
     top_ids, top_probabilities = expected_top(log_probabilities, count - 1)
     labels = [f"{rank}. {visible_text(readable(decoder_runner.tokenizer, token_id))}"

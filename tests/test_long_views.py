@@ -12,6 +12,8 @@ from models.analysis.statistics import NUMERIC_COLUMNS, Statistics, head_statist
 from models.analysis.token_batch import TokenBatch, is_punctuation
 from models.hooks.record import AttentionRecord
 from models.hooks.streaming import prepare, stream
+from models.limits import EXACT_MAP_TOKENS
+from models.analysis.pooling import max_pool
 from tests.app_support import array, figures, run_page, texts
 from tests.long_support import full_attentions
 
@@ -87,39 +89,42 @@ def test_streamed_statistics_of_an_encoder_pair_equal_those_of_its_full_record(e
 
 
 def test_the_pages_read_a_long_decoder_input_whole(decoder_runner):
-    text = text_of(420)
+    text = text_of(EXACT_MAP_TOKENS + 40)  # drawn pooled, beside an exact window
     encoded, _ = prepare(decoder_runner, text, None)
     count = len(encoded.tokens)
     assert count > decoder_runner.max_tokens
     exact = full_attentions(decoder_runner, encoded)
 
     maps = run_page(text=text, state={  # the default page: attention maps
-        **LONG_STATE, "maps_long": True, "maps_layer": 29, "maps_head": 8,
+        **LONG_STATE, "sb_read_all": True, "maps_layer": 29, "maps_head": 8,
         "maps_window_query": 100, "maps_window_key": 40})
-    assert f"Read all {count:,} tokens" in maps.toggle(key="maps_long").label
-    whole, window = figures(maps)
+    assert f"Read all {count:,} tokens" in maps.toggle(key="sb_read_all").label
+    whole, window, grid = figures(maps)
     assert f"all {count} tokens" in whole["layout"]["title"]["text"]
     np.testing.assert_allclose(array(window["data"][0]["z"]), exact[29][8][100:164, 40:104],
                                rtol=0, atol=1e-5)
-    assert "other heads are not drawn for a long input" in texts(maps)
+    # the layer's other heads: their thumbnails, pooled from the whole input
+    assert "max-pooled" in grid["layout"]["title"]["text"]
+    np.testing.assert_allclose(array(grid["data"][3]["z"]), max_pool(exact[29][3][None], 64)[0],
+                               atol=6e-4)  # drawn to 3 decimals
     assert f'download="HuggingFaceTB_SmolLM2-135M-Instruct_L29H8_{count}tokens.npz"' in "".join(
-        element.value for element in maps.markdown)  # one head of 420 tokens: a link at once
-    assert maps.button(key="maps_long_export_thumbs_npz").label == (
+        element.value for element in maps.markdown)  # one head: a link at once
+    assert maps.button(key="maps_export_thumbs_npz").label == (
         "Prepare every head's thumbnail as NPZ")
 
     stats = run_page("head_statistics", text=text, state={
-        **LONG_STATE, "stats_long": True,
+        **LONG_STATE, "sb_read_all": True,
         "stats_table": {"selection": {"rows": [14], "columns": []}}})  # layer 1, head 5
-    assert f"Read all {count:,} tokens" in stats.toggle(key="stats_long").label
+    assert f"Read all {count:,} tokens" in stats.toggle(key="sb_read_all").label
     table = stats.dataframe[0].value
     assert len(table) == 30 * 9 and list(table.columns[:3]) == ["layer", "head", "label"]
     expected = head_statistics(AttentionRecord(
         encoded.tokens, layers=tuple(exact), source="exact", masks=("causal",),
         special_positions=encoded.special_positions))
-    assert_same_statistics(table, expected, atol=1e-5)
-    assert "norm-based columns (‖α·f(x)‖) are left out" in texts(stats)
+    assert {"norm_cls", "norm_sep"} <= set(table.columns)  # the stream hands on value norms
+    assert_same_statistics(table.drop(columns=["norm_cls", "norm_sep"]), expected, atol=1e-5)
     assert f"all {count:,} tokens" in texts(stats)
-    grid, opened = figures(stats)
+    grid, opened, _ = figures(stats)
     assert array(grid["data"][0]["z"]).shape == (30, 9)
     assert opened["layout"]["title"]["text"].startswith(f"Layer 1 · Head 5: all {count} tokens")
     np.testing.assert_allclose(array(opened["data"][0]["z"]).max(), exact[1][5].max(), atol=1e-5)

@@ -185,9 +185,9 @@ def _request_open(layer: int, head: int) -> None:
     st.session_state[OPEN_REQUEST] = True
 
 
-def open_head_buttons(heads: list[tuple[int, int, str]], key: str, long: bool = False) -> None:
+def open_head_buttons(heads: list[tuple[int, int, str]], key: str) -> None:
     """One button per (layer, head, note): a click opens that head on the attention-maps page
-    (reading the whole long input there too when `long`).
+    (the sidebar's input goes with it, read the same way).
 
     The switch carries the whole view as a link (ui.links): st.switch_page starts the new page
     without the browser's widget values, so the sidebar's input travels in the link.
@@ -195,7 +195,7 @@ def open_head_buttons(heads: list[tuple[int, int, str]], key: str, long: bool = 
     if st.session_state.pop(OPEN_REQUEST, False):
         st.switch_page(MAPS_PAGE, query_params={
             **shared_params(), "layer": str(st.session_state["maps_layer"]),
-            "head": str(st.session_state["maps_head"]), **({"long": "true"} if long else {})})
+            "head": str(st.session_state["maps_head"])})
     columns = st.columns(len(heads)) if heads else []
     for column, (layer, head, note) in zip(columns, heads):
         column.button(f"Open layer {layer} · head {head}", key=f"{key}_{layer}_{head}",

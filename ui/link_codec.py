@@ -42,7 +42,7 @@ from models.loading.pretrained import model_identity
 from ui import cache
 from ui.state import DEFAULT_TEXT, LOADED_NAMES, name_slot, sidebar_name
 
-SHARED = ("text", "pair", "model", "seed", "merge", "hide")
+SHARED = ("text", "pair", "model", "seed", "merge", "hide", "long")
 RESERVED = frozenset(SHARED) | {"embed", "embed_options"}  # Streamlit keeps the last two
 TRUE, FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
@@ -57,6 +57,12 @@ WIDGET_KINDS = {
     "index_slider": "index", "window_start": "int",
     "selectbox": "choice", "radio": "choice", "select_slider": "choice",
     "segmented_control": "choice", "pills": "choice",
+}
+# ui helpers that draw controls of their own for the page that calls them: the call's key prefix
+# (argument index, or keyword) and the keys the helper makes from it, with how each is read
+# (ui/views.py `head_map` draws a long head's two window sliders).
+HELPER_CONTROLS = {
+    "head_map": (3, "prefix", (("window_query", "int"), ("window_key", "int"))),
 }
 
 
@@ -114,6 +120,18 @@ def _key_text(node: ast.expr | None) -> tuple[str, bool] | None:
     return None
 
 
+def _helper_controls(call: ast.Call, name: str) -> list[tuple[str, bool, str]]:
+    """The controls a ui helper draws for this call (HELPER_CONTROLS), as literal keys."""
+    if name not in HELPER_CONTROLS:
+        return []
+    index, keyword, controls = HELPER_CONTROLS[name]
+    node = next((k.value for k in call.keywords if k.arg == keyword),
+                call.args[index] if len(call.args) > index else None)
+    if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+        return []
+    return [(f"{node.value}_{suffix}", False, kind) for suffix, kind in controls]
+
+
 def _common_prefix(keys: list[str]) -> str:
     """The words before an underscore that most keys start with; of equally common ones the
     longest (`encoder_layer_kind` and `encoder_layer_seed` give `encoder_layer`)."""
@@ -146,6 +164,7 @@ def controls_in_source(source: str) -> PageControls:
         if key is not None:
             kind = WIDGET_KINDS.get(name)
             found.append((*key, _numbers_in(node) if kind == "number" else kind))
+        found.extend(_helper_controls(node, name))
     prefix = _common_prefix([re.split(r"[\\\[]", text)[0] if is_pattern else text
                              for text, is_pattern, _ in found])
     if not prefix:
@@ -302,6 +321,8 @@ def shared_params() -> dict[str, str]:
         params["merge"] = "true"
     if state.get("sb_hide_special"):
         params["hide"] = "true"
+    if state.get("sb_read_all"):  # ui.attention.READ_ALL: read a long text whole
+        params["long"] = "true"
     return params
 
 
@@ -372,7 +393,8 @@ def apply_shared(incoming: dict[str, str], whole: bool, notes: list[str]) -> Non
                          f"0 to {MAX_SEED:,}; using seed 0.")
             seed = 0
         state["sb_seed"] = seed
-    for name, key in (("merge", "sb_merge_words"), ("hide", "sb_hide_special")):
+    for name, key in (("merge", "sb_merge_words"), ("hide", "sb_hide_special"),
+                      ("long", "sb_read_all")):
         if name in incoming or whole:
             try:
                 state[key] = _as_bool(incoming.get(name, "false"))

@@ -76,8 +76,9 @@ def sidebar_source(kind: str, seed: int = 0) -> ModelSource:
     return ModelSource(kind, sidebar_name(kind), seed)
 
 
-def sidebar() -> None:
-    """Render the shared inputs. Values persist across pages because app.py renders them."""
+def sidebar(after_model=None) -> None:
+    """Render the shared inputs. Values persist across pages because app.py renders them.
+    `after_model()` draws more settings of the input under the model's (ui.attention's)."""
     st.session_state.setdefault(MODEL_NAME, DEFAULT_MODEL)
     st.session_state.setdefault(DECODER_NAME, DEFAULT_DECODER)
     # Defaults live in the session, not in the widgets, so that a link may set them first.
@@ -96,6 +97,8 @@ def sidebar() -> None:
         if chosen.uses_seed:
             st.number_input("Seed", min_value=0, max_value=MAX_SEED, step=1, key="sb_seed")
         st.text(chosen.caption(sidebar_source(chosen.value)))
+        if after_model is not None:
+            after_model()
         st.toggle("Merge word pieces into words", key="sb_merge_words",
                   help="A word's row is the mean of its pieces' rows; its column the sum of "
                        "its pieces' columns, so rows still add up to 1.")

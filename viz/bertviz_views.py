@@ -43,6 +43,7 @@ WEIGHT_DECIMALS = 3  # 0.001 is finer than a line's opacity can show
 # The HTML holds every layer's weights (pairs: twice, for the A/B filter); for MiniLM on real text
 # it is 2.0 MB at 64 tokens, 6.6 MB at 128, 25 MB at 256 (bertviz as shipped: 13, 54, 216 MB).
 MAX_TOKENS = 128  # never more, whatever the model
+WINDOW_TOKENS = 64  # a longer input is drawn a window of this many tokens at a time
 MAX_DRAWN_LINES = 150_000  # about 3 s to draw here when the machine is quiet
 MAX_SENT_WEIGHTS = 2_500_000  # about 14 MB of HTML
 

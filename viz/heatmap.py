@@ -129,21 +129,30 @@ def _numbered_pairs(rows: tuple[str, ...], columns: tuple[str, ...]) -> np.ndarr
 
 
 def layer_heads_grid(record: AttentionRecord, layer: int) -> go.Figure:
-    """Every head of one layer as small multiples on one shared [0, 1] colour scale."""
-    heads = record.num_heads
+    """Every head of one layer of a record as small multiples on one shared [0, 1] colour scale."""
+    return heads_grid(record.layer(layer), layer, record.tokens, record.keys)
+
+
+def heads_grid(maps: np.ndarray, layer: int, tokens: tuple[str, ...] | None,
+               keys: tuple[str, ...] | None = None, pooled_from: int | None = None) -> go.Figure:
+    """(H, Q, K) maps of one layer as small multiples on one shared [0, 1] colour scale. With
+    `tokens` (and `keys` for rectangular maps) the hover names them; for thumbnails max-pooled
+    from a longer input, `tokens` is None and `pooled_from` is how many tokens they cover."""
+    heads = maps.shape[0]
     columns = min(style.GRID_COLUMNS, heads)
     rows = math.ceil(heads / columns)
     figure = make_subplots(
         rows=rows, cols=columns, subplot_titles=[f"Head {h}" for h in range(heads)],
         horizontal_spacing=0.03, vertical_spacing=0.06 if rows > 1 else 0.0,
     )
-    count = max(record.num_tokens, record.num_keys)
-    with_tokens = count <= style.MAX_HOVER_TOKENS_IN_GRID
-    customdata = _numbered_pairs(record.tokens, record.keys) if with_tokens else None
+    keys = keys or tokens
+    with_tokens = tokens is not None and \
+        max(len(tokens), len(keys)) <= style.MAX_HOVER_TOKENS_IN_GRID
+    customdata = _numbered_pairs(tokens, keys) if with_tokens else None
     for head in range(heads):
         figure.add_trace(
             go.Heatmap(
-                z=np.round(record.head(layer, head), style.HOVER_DECIMALS),
+                z=np.round(maps[head], style.HOVER_DECIMALS),
                 customdata=customdata, hovertemplate=GRID_HOVER if with_tokens else POSITION_HOVER,
                 coloraxis="coloraxis", name=f"head {head}",
             ),
@@ -151,12 +160,16 @@ def layer_heads_grid(record: AttentionRecord, layer: int) -> go.Figure:
         )
     figure.update_xaxes(showticklabels=False, showgrid=False, zeroline=False)
     figure.update_yaxes(showticklabels=False, showgrid=False, zeroline=False, autorange="reversed")
+    title = f"All {heads} heads of layer {layer} (one shared colour scale)"
+    if pooled_from is not None:
+        title = (f"All {heads} heads of layer {layer}, {pooled_from:,} tokens max-pooled to "
+                 f"{maps.shape[-1]}×{maps.shape[-1]} blocks")
     figure.update_layout(
         coloraxis=dict(colorscale=style.COLORSCALE, cmin=0.0, cmax=1.0,
                        colorbar=dict(title=dict(text="weight"), thickness=14)),
         font=style.FONT, height=rows * style.GRID_CELL_PX + 60,
         margin=dict(l=10, r=10, t=40, b=10), plot_bgcolor="white",
-        title=dict(text=f"All {heads} heads of layer {layer} (one shared colour scale)"),
+        title=dict(text=title),
     )
     figure.update_annotations(font_size=style.SMALL_FONT_SIZE + 2)
     return figure

@@ -30,7 +30,8 @@ def _ranges(starts: np.ndarray, size: int) -> list[str]:
     return [f"{start}–{end - 1}" for start, end in zip(starts.tolist(), ends)]
 
 
-def pooled_head_figure(pooled: PooledMap, layer: int, head: int) -> go.Figure:
+def pooled_head_figure(pooled: PooledMap, layer: int, head: int, title: str | None = None,
+                       colorbar_title: str = "weight") -> go.Figure:
     """One head's max-pooled (q, k) map, coloured from 0 to its top."""
     queries, keys = pooled.num_queries, pooled.num_keys
     rows, columns = _ranges(pooled.query_starts, queries), _ranges(pooled.key_starts, keys)
@@ -39,12 +40,12 @@ def pooled_head_figure(pooled: PooledMap, layer: int, head: int) -> go.Figure:
     figure = go.Figure(go.Heatmap(
         z=pooled.values, customdata=customdata, hovertemplate=POOLED_HOVER,
         colorscale=style.COLORSCALE, zmin=0.0, zmax=float(pooled.tops),
-        colorbar=dict(title=dict(text="weight"), thickness=14),
+        colorbar=dict(title=dict(text=colorbar_title), thickness=14),
     ))
     side = style.heatmap_size(max(pooled.values.shape))
     blocks = pooled.values.shape[0] < queries
     figure.update_layout(
-        title=dict(text=f"Layer {layer} · Head {head}: all {queries} tokens"
+        title=dict(text=(title or f"Layer {layer} · Head {head}: all {queries} tokens")
                         + (f"<br><sup>each cell: the largest weight of a block of "
                            f"{queries / pooled.values.shape[0]:.0f} queries × keys</sup>"
                            if blocks else "")),

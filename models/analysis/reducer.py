@@ -122,13 +122,15 @@ def reduce_record(record: AttentionRecord, *reducers: Reducer,
     return tuple(reducer.result() for reducer in reducers)
 
 
-def stream_into(reducer: Reducer, tokens: TokenBatch) -> Callable[[int, np.ndarray], None]:
-    """`reduce` for models.hooks.streaming.stream: each streamed layer's (H, Q, K) maps go to
-    `reducer` as a batch of one input described by `tokens`."""
+def stream_into(reducer: Reducer, tokens: TokenBatch) -> Callable[..., None]:
+    """`reduce` for models.hooks.streaming.stream: each streamed layer's (H, Q, K) maps (and its
+    (H, K) value norms, when the stream hands them on) go to `reducer` as a batch of one input
+    described by `tokens`."""
     if tokens.batch_size != 1:
         raise ValueError("a streamed input is a batch of one")
 
-    def reduce(layer: int, maps: np.ndarray) -> None:
-        reducer.add(layer, maps[None], tokens)  # (1, H, Q, K) view
+    def reduce(layer: int, maps: np.ndarray, norms: np.ndarray | None = None) -> None:
+        reducer.add(layer, maps[None], tokens,  # (1, H, Q, K) view
+                    None if norms is None else norms[None])
 
     return reduce

@@ -194,8 +194,8 @@ class SummaryStream:
         self.reducer = Summary(progress=progress, **options)
         self._reduce = stream_into(self.reducer, self.tokens)
 
-    def __call__(self, layer: int, maps: np.ndarray) -> None:
-        self._reduce(layer, maps)
+    def __call__(self, layer: int, maps: np.ndarray, norms: np.ndarray | None = None) -> None:
+        self._reduce(layer, maps, norms)
 
     def summary(self, streamed: Streamed) -> SummaryResult:
         if streamed.tokens != self.encoded_tokens:

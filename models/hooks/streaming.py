@@ -22,6 +22,7 @@ from typing import Generic, TypeVar
 import numpy as np
 import torch
 
+from models.analysis.norms import value_norms
 from models.hooks import points
 from models.hooks.layer_inputs import LayerInputs
 from models.hooks.capture import LayerCapture, forward_inputs, num_layers, run_streamed
@@ -70,12 +71,13 @@ def prepare(loaded, text: str, pair: str | None = None) -> tuple[EncodedText, di
     return loaded.encode(text, pair, long_limit(loaded))
 
 
-def stream(loaded, text: str, pair: str | None, reduce: Callable[[int, np.ndarray], Summary],
-           keep_inputs: Path | None = None) -> Streamed[Summary]:
+def stream(loaded, text: str, pair: str | None, reduce: Callable[..., Summary],
+           keep_inputs: Path | None = None, with_norms: bool = False) -> Streamed[Summary]:
     """One forward; `reduce(layer, maps)` sees each layer's (H, Q, K) float32 maps (read-only, only
     valid during the call) and what it returns is all that is kept in memory. With
     `keep_inputs`, each layer's input is written to that folder (see LayerInputs and
-    exact_head)."""
+    exact_head). With `with_norms`, `reduce(layer, maps, norms)` also gets the layer's value
+    norms ||v_j W_O^h|| (H, K) (None where the model's output projection cannot be read)."""
     encoded, inputs = prepare(loaded, text, pair)
     kept = None if keep_inputs is None else LayerInputs(keep_inputs)
     summaries: list[Summary] = []
@@ -85,7 +87,12 @@ def stream(loaded, text: str, pair: str | None, reduce: Callable[[int, np.ndarra
         maps = _item_zero(captured.weights)
         maps.setflags(write=False)
         heads.append(maps.shape[0])
-        summaries.append(reduce(index, maps))
+        if not with_norms:
+            summaries.append(reduce(index, maps))
+            return
+        norms = None if captured.output_weight is None else \
+            value_norms(captured)[0].float().numpy()  # (H, K)
+        summaries.append(reduce(index, maps, norms))
 
     run_streamed(loaded.model, inputs, sink, keep=None if kept is None else kept.save)
     return Streamed(encoded=encoded, causal=loaded.causal, num_heads=heads[0],

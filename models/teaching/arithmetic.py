@@ -107,3 +107,10 @@ def key_products(row: RowArithmetic, key_index: int) -> KeyProducts:
     return KeyProducts(key_index=key_index, query=row.query, key=key, products=products,
                        total=float(products.astype(np.float64).sum()),
                        dot=float(row.dots[key_index]))
+
+
+def strongest_keys(weights: np.ndarray, candidates: list[int], count: int) -> list[int]:
+    """The `count` candidate keys with the largest weights, in position order."""
+    chosen = np.asarray(candidates, dtype=int)
+    order = np.argsort(-weights[chosen], kind="stable")[:count]
+    return sorted(chosen[order].tolist())
