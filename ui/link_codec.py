@@ -49,7 +49,8 @@ TRUE, FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 
 # How a widget call reads a value from a link, by the widget's function name. Anything else
-# (buttons, downloads, charts, tables, multiselects, uploads) is not a setting of a link.
+# (buttons, downloads, charts, tables, uploads) is not a setting of a link; a multiselect's
+# choices go in as a list of scalars.
 # Sliders and number inputs become "int" or "float" from their literal arguments.
 WIDGET_KINDS = {
     "checkbox": "bool", "toggle": "bool",
@@ -58,7 +59,9 @@ WIDGET_KINDS = {
     "index_slider": "index", "window_start": "int",
     "selectbox": "choice", "radio": "choice", "select_slider": "choice",
     "segmented_control": "choice", "pills": "choice",
+    "multiselect": "list",
 }
+LIST_SEPARATOR = ","  # a multiselect's choices in a link: heads=3-5,7-1
 
 
 # --- which controls a page has: read once from its source -----------------------------------
@@ -249,6 +252,8 @@ def read_value(kind: str, text: str, current: object = None) -> object:
         return _as_whole(text)
     if kind == "float":
         return float(_as_number(text))
+    if kind == "list":
+        return [_guess(part) for part in text.split(LIST_SEPARATOR) if part]
     if isinstance(current, (bool, numbers.Real, str)):
         return _like(current, text)
     if kind == "number":
@@ -267,6 +272,20 @@ def link_text(value: object) -> str | None:
     if isinstance(value, str):
         return value if len(value) <= MAX_CONTROL_CHARS else None
     return None
+
+
+def control_text(kind: str | None, value: object) -> str | None:
+    """How a control's value is written in a link: a multiselect's choices joined by commas
+    (left out when empty, or when a choice is not a scalar or holds a comma), else link_text."""
+    if kind != "list":
+        return link_text(value)
+    if not isinstance(value, (list, tuple)) or not value:
+        return None
+    texts = [link_text(item) for item in value]
+    if any(text is None or LIST_SEPARATOR in text for text in texts):
+        return None
+    joined = LIST_SEPARATOR.join(texts)
+    return joined if len(joined) <= MAX_CONTROL_CHARS else None
 
 
 def quoted(text: str) -> str:
