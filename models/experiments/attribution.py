@@ -109,7 +109,7 @@ def attribution_patching(loaded, pair: PromptPair, difference: LogitDifference
                                                            last_only=loaded.causal), run)
     metric = difference.of(output.logits)[0]
     base = checked_baseline(clean, {name: run[name][0].detach() for name in every},
-                            clean_metric, float(metric))
+                            clean_metric, float(metric.detach()))
     gradients = dict(zip(every, torch.autograd.grad(metric, [run[name] for name in every],
                                                     allow_unused=True)))
 
@@ -122,11 +122,12 @@ def attribution_patching(loaded, pair: PromptPair, difference: LogitDifference
         return (change * gradient[0]).sum(dim=-1)
 
     def grid(names: Sequence[str]) -> np.ndarray:
-        return base.normalised(torch.stack([estimate(name) for name in names]).double().numpy())
+        """The estimated changes, in units of the clean run's lead over the corrupted one."""
+        return torch.stack([estimate(name) for name in names]).double().numpy() / base.gap
 
     per_head = torch.stack([estimate(name) for name in by_site[HEAD]])  # (L, T, H)
-    head_positions = base.normalised(per_head.permute(0, 2, 1).double().numpy())  # (L, H, T)
-    heads = base.normalised(per_head.sum(dim=1).double().numpy())  # (L, H)
+    head_positions = per_head.permute(0, 2, 1).double().numpy() / base.gap  # (L, H, T)
+    heads = per_head.sum(dim=1).double().numpy() / base.gap  # (L, H)
     return AttributionGrids(
         grid(by_site[RESID_PRE]),
         grid(by_site[ATTN_OUT]) if ATTN_OUT in by_site else None,

@@ -87,8 +87,7 @@ class LogitDifference:
         """(B,) the difference in each batch item, from logits (B, T, V), or (B, 1, V) when a
         causal LM kept its last position only."""
         row = logits[:, 0] if logits.size(1) == 1 else logits[:, self.position]  # (B, V)
-        row = row.float()
-        return row[:, self.answer] - row[:, self.wrong]
+        return row[:, self.answer].double() - row[:, self.wrong].double()
 
 
 def language_model(loaded) -> None:
@@ -173,8 +172,8 @@ def logit_difference(loaded, given: Prompt, answer: str, wrong: str,
     wrong_id = one_token(loaded.tokenizer, wrong, "wrong token")
     if answer_id == wrong_id:
         raise ValueError(f"The answer and the wrong token are the same token "
-                         f"('{readable(loaded.tokenizer, answer_id)}'): their logit difference "
-                         "is always 0. Choose two different tokens.")
+                         f"('{readable(loaded.tokenizer, answer_id)}'), whose logit difference "
+                         "with itself is always 0: choose two different tokens.")
     return LogitDifference(position, answer_id, wrong_id, readable(loaded.tokenizer, answer_id),
                            readable(loaded.tokenizer, wrong_id))
 

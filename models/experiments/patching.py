@@ -138,8 +138,8 @@ class PatchingGrid:
 
     def csv_text(self) -> str:
         """One row per cell, normalised values, tokens as they read in text:
-        layer,position,token,value for the position grids, layer,head,value for the head grids, layer,head,position,token,value for one
-        layer's heads by position."""
+        layer,position,token,value for the position grids, layer,head,value for the head
+        grids, layer,head,position,token,value for one layer's heads by position."""
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
         values = self.values
@@ -230,7 +230,8 @@ def site_point(site: str, layer: int) -> str:
         return points.Point("", layer, site).name
     if site in (*HEAD_SITES, HEAD_POSITION):
         return points.z(layer)
-    raise ValueError(f"'{site}' is not a patching site; choose one of {', '.join(SITES)}.")
+    raise ValueError(f"The site '{site}' is not a patching site; choose one of "
+                     f"{', '.join(SITES)}.")
 
 
 def _cached_points(site: str, layers: int, layer: int | None) -> list[str]:
@@ -249,7 +250,8 @@ def _cached_points(site: str, layers: int, layer: int | None) -> list[str]:
 def check_site(loaded, site: str, layer: int | None = None) -> None:
     """Refuse a site the model has no point for, or a layer it does not have."""
     if site not in SITES:
-        raise ValueError(f"'{site}' is not a patching site; choose one of {', '.join(SITES)}.")
+        raise ValueError(f"The site '{site}' is not a patching site; choose one of "
+                     f"{', '.join(SITES)}.")
     layers = num_layers(loaded.model)
     if site == HEAD_POSITION and (layer is None or not 0 <= layer < layers):
         raise ValueError(f"Choose a layer between 0 and {layers - 1} for the heads by position.")
@@ -285,7 +287,7 @@ def checked_baseline(clean: dict[str, torch.Tensor], corrupted: dict[str, torch.
     if abs(clean_metric - corrupted_metric) < SAME_METRIC:
         raise ValueError(
             f"The clean and the corrupted prompt give the same logit difference "
-            f"({clean_metric:.4g}): there is nothing for patching to bring back. Choose a "
+            f"({clean_metric:.4g}): there is nothing for patching to bring back, so choose a "
             "corrupted prompt that changes which of the two tokens the model prefers.")
     return Baseline(clean, corrupted, clean_metric, corrupted_metric)
 
@@ -302,7 +304,8 @@ def _head_sources(site: str, base: Baseline, layers: Sequence[int]) -> dict[int,
         pattern = pattern_from[points.pattern(layer)]  # (H, Q, K)
         values = values_from[points.v(layer)]  # (Hkv, K, Dh)
         values = repeat_kv(values[None], pattern.size(0) // values.size(0))[0]  # (H, K, Dh)
-        sources[layer] = torch.matmul(pattern.to(values.dtype), values).transpose(0, 1)  # (T, H, Dh)
+        outputs = torch.matmul(pattern.to(values.dtype), values)  # (H, T, Dh)
+        sources[layer] = outputs.transpose(0, 1)  # (T, H, Dh)
     return sources
 
 
@@ -374,7 +377,7 @@ def patching_grid(loaded, pair: PromptPair, difference: LogitDifference, site: s
     else:
         sources = _head_sources(site, base, sorted({cell.layer for cell in cells}))
     size = batch_size or cost.batch
-    raw = torch.empty(len(cells))
+    raw = torch.empty(len(cells), dtype=torch.float64)
     forwards = 0
     for start in range(0, len(cells), size):
         batch = cells[start:start + size]
