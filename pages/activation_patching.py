@@ -23,6 +23,9 @@ SITE_LABELS = {
     HEAD_PATTERN: "Each head's attention pattern only (layer × head)",
     HEAD_VALUES: "Each head's values only (layer × head)",
 }
+TITLES = {RESID_PRE: "Residual stream before each layer", ATTN_OUT: "Attention output",
+          MLP_OUT: "MLP output", HEAD: "Each head's output", HEAD_POSITION: "Heads of layer {}",
+          HEAD_PATTERN: "Each head's pattern only", HEAD_VALUES: "Each head's values only"}
 DISAGREEMENTS = 8  # cells listed where attribution and exact patching differ most
 DEFAULTS = {"patch_clean": IOI_CLEAN, "patch_corrupted": IOI_CORRUPTED,
             "patch_answer": IOI_ANSWER, "patch_wrong": IOI_WRONG}
@@ -116,7 +119,7 @@ third.metric("Cells", f"{grid.values.size}", help=f"{grid.forwards} batched forw
 rows = [str(index) for index in range(grid.values.shape[0])]
 columns = list(grid.tokens) if grid.by_position else [str(h) for h in range(grid.values.shape[1])]
 axes = (grid.row_name, grid.column_name)
-title = SITE_LABELS[site].split(" (")[0] + (f", layer {layer}" if layer is not None else "")
+title = TITLES[site].format(layer)
 charts.show(patching_map(grid.values, grid.raw, rows, columns, title, axes), key="patch_grid")
 st.caption(plain(f"{grid.difference.answer_text!r} against {grid.difference.wrong_text!r}. "
                  "Blue cells bring the clean answer back; red cells push it further away. "

@@ -20,9 +20,9 @@ from viz.head_analysis import layer_head_map
 from viz.heatmap import matrix_heatmap
 from viz.labels import display_tokens, numbered_labels, safe_token, tick_labels
 
-GRID_ROW_PX = 22  # a grid's row height: 30 layers fit a 720 px screen under a heading
+GRID_ROW_PX = 22  # a grid's row height, until the grid reaches GRID_MAX_PX
 GRID_MIN_PX = 300
-GRID_MAX_PX = 760
+GRID_MAX_PX = 560  # the height a 1280 x 720 screen shows under a heading
 GRID_TOP_PX = 110  # room for the title and the column labels along the top
 BAR_PX = 22  # one bar of a horizontal bar chart
 BAR_MIN_PX = 260
@@ -202,7 +202,8 @@ def shares_map(shares: np.ndarray, title: str) -> go.Figure:
     """Each head's direct share (L, H) on a scale centred on 0."""
     shares = np.asarray(shares, dtype=float)
     limit = _limit(shares, 0.0)
-    return layer_head_map(shares, title, "share", zmin=-limit, zmax=limit, diverging=True)
+    figure = layer_head_map(shares, title, "share", zmin=-limit, zmax=limit, diverging=True)
+    return _fit_rows(figure, shares.shape[0])
 
 
 def contribution_bars(parts: Sequence[tuple[str, float]], title: str) -> go.Figure:
