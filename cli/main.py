@@ -70,11 +70,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def patch_command(arguments: argparse.Namespace) -> None:
     loaded = arguments.model.load()
-    contrast.language_model(loaded)
-    pair = contrast.prompt_pair(loaded, arguments.clean, arguments.corrupted)
-    difference = contrast.logit_difference(loaded, pair.clean, arguments.answer,
-                                           arguments.wrong, pair.corrupted)
-    grid = patching.patching_grid(loaded, pair, difference, arguments.site, arguments.layer)
+    given = contrast.experiment(loaded, arguments.clean, arguments.corrupted, arguments.answer,
+                                arguments.wrong)
+    grid = patching.patching_grid(loaded, given.pair, given.difference, arguments.site,
+                                  arguments.layer)
     arguments.out.write_text(grid.csv_text(), encoding="utf-8")
     print(f"{PROGRAM}: wrote {grid.values.size} cells of {arguments.site} to {arguments.out} "
           f"(clean {grid.clean_metric:.4f}, corrupted {grid.corrupted_metric:.4f})",

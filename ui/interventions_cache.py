@@ -47,15 +47,9 @@ def top_predictions(source: ModelSource, text: str) -> tuple[Candidate, ...]:
     return _kept(("interventions_top", source, text), compute, "Running the model…")
 
 
-def _experiment(source: ModelSource, clean: str, corrupted: str, answer: str, wrong: str):
-    model = loaded(source)
-    pair = contrast.prompt_pair(model, clean, corrupted)
-    return model, pair, contrast.logit_difference(model, pair.clean, answer, wrong, pair.corrupted)
-
-
 def check(source: ModelSource, clean: str, corrupted: str, answer: str, wrong: str) -> None:
     """Raise (one sentence) what is wrong with the inputs before anything long runs."""
-    _experiment(source, clean, corrupted, answer, wrong)
+    contrast.experiment(loaded(source), clean, corrupted, answer, wrong)
 
 
 def patching_grid(source: ModelSource, clean: str, corrupted: str, answer: str, wrong: str,
@@ -63,8 +57,10 @@ def patching_grid(source: ModelSource, clean: str, corrupted: str, answer: str, 
                   _progress: Callable[[int, int], None] | None = None) -> patching.PatchingGrid:
     """One site's exact patching grid; `_progress` (not part of the key) hears each batch."""
     def compute() -> patching.PatchingGrid:
-        model, pair, difference = _experiment(source, clean, corrupted, answer, wrong)
-        return patching.patching_grid(model, pair, difference, site, layer, progress=_progress)
+        model = loaded(source)
+        given = contrast.experiment(model, clean, corrupted, answer, wrong)
+        return patching.patching_grid(model, given.pair, given.difference, site, layer,
+                                      progress=_progress)
 
     return _kept(("patching", source, clean, corrupted, answer, wrong, site, layer), compute, None)
 
@@ -72,8 +68,9 @@ def patching_grid(source: ModelSource, clean: str, corrupted: str, answer: str, 
 def attribution_grids(source: ModelSource, clean: str, corrupted: str, answer: str,
                       wrong: str) -> attribution.AttributionGrids:
     def compute() -> attribution.AttributionGrids:
-        model, pair, difference = _experiment(source, clean, corrupted, answer, wrong)
-        return attribution.attribution_patching(model, pair, difference)
+        model = loaded(source)
+        given = contrast.experiment(model, clean, corrupted, answer, wrong)
+        return attribution.attribution_patching(model, given.pair, given.difference)
 
     return _kept(("attribution", source, clean, corrupted, answer, wrong), compute,
                  "Attribution patching: one forward and one backward…")

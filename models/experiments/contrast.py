@@ -178,6 +178,22 @@ def logit_difference(loaded, given: Prompt, answer: str, wrong: str,
                            readable(loaded.tokenizer, wrong_id))
 
 
+@dataclass(frozen=True)
+class Experiment:
+    """What a patching experiment compares: two prompts and the logit difference read."""
+
+    pair: PromptPair
+    difference: LogitDifference
+
+
+def experiment(loaded, clean: str, corrupted: str, answer: str, wrong: str) -> Experiment:
+    """Everything a user types for patching, checked in one sentence each: a language model,
+    two prompts as long as each other, two different single tokens."""
+    language_model(loaded)
+    pair = prompt_pair(loaded, clean, corrupted)
+    return Experiment(pair, logit_difference(loaded, pair.clean, answer, wrong, pair.corrupted))
+
+
 def token_texts(loaded, given: Prompt) -> tuple[str, ...]:
     """The prompt's tokens as they read in text (" Mary" for "ĠMary")."""
     return tuple(readable(loaded.tokenizer, int(i)) for i in given.encoded.input_ids[0])
