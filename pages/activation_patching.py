@@ -11,6 +11,7 @@ from ui.examples import IOI_ANSWER, IOI_CLEAN, IOI_CORRUPTED, IOI_WRONG
 from ui.routing import through_app
 from ui.state import index_slider, sidebar_input, use_decoder
 from ui.text import plain
+from ui.token_choice import token_pills
 from viz.interventions import (cell_labels, disagreement_table, estimate_scatter, patching_map,
                                tokens_side_by_side)
 
@@ -31,23 +32,13 @@ DEFAULTS = {"patch_clean": IOI_CLEAN, "patch_corrupted": IOI_CORRUPTED,
             "patch_answer": IOI_ANSWER, "patch_wrong": IOI_WRONG}
 
 
-def pick(choice_key: str, text_key: str) -> None:
-    """Pills callback: the clicked prediction becomes the typed token, and the pills clear."""
-    chosen = st.session_state.get(choice_key)
-    if chosen is not None:
-        st.session_state[text_key] = chosen
-    st.session_state[choice_key] = None
-
-
 def predictions_pills(text: str, label: str, choice_key: str, text_key: str, container) -> None:
     """The model's top tokens for `text` as pills that fill `text_key` when clicked."""
     try:
         top = cached.top_predictions(source, text)
     except ValueError:
         return  # the sentence below the prompts says what is wrong
-    container.pills(label, [candidate.text for candidate in top], key=choice_key,
-                    format_func=lambda token: repr(token), on_change=pick,
-                    args=(choice_key, text_key))
+    token_pills(label, top, choice_key, text_key, container)
 
 
 through_app()

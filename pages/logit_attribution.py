@@ -7,17 +7,10 @@ from ui.examples import IOI_ANSWER, IOI_WRONG
 from ui.routing import through_app
 from ui.state import sidebar_input, use_decoder
 from ui.text import plain
+from ui.token_choice import token_pills
 from viz.interventions import contribution_bars, shares_map
 
 DEFAULTS = {"dla_answer": IOI_ANSWER, "dla_wrong": IOI_WRONG}
-
-
-def pick(choice_key: str, text_key: str) -> None:
-    """Pills callback: the clicked prediction becomes the typed token, and the pills clear."""
-    chosen = st.session_state.get(choice_key)
-    if chosen is not None:
-        st.session_state[text_key] = chosen
-    st.session_state[choice_key] = None
 
 
 through_app()
@@ -51,11 +44,9 @@ except ValueError as error:
     st.error(plain(str(error)))
     st.stop()
 left, right = st.columns(2)
-left.pills("The model's top predictions (click: answer)", [c.text for c in top],
-           key="dla_pick_answer", format_func=repr, on_change=pick,
-           args=("dla_pick_answer", "dla_answer"))
-right.pills("… (click: wrong token)", [c.text for c in top], key="dla_pick_wrong",
-            format_func=repr, on_change=pick, args=("dla_pick_wrong", "dla_wrong"))
+token_pills("The model's top predictions (click: answer)", top, "dla_pick_answer",
+            "dla_answer", left)
+token_pills("… (click: wrong token)", top, "dla_pick_wrong", "dla_wrong", right)
 answer = left.text_input("Answer (one token)", key="dla_answer")
 wrong = right.text_input("Wrong token (one token)", key="dla_wrong")
 try:

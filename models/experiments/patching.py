@@ -203,7 +203,7 @@ def _megabytes(size: int) -> str:
     return f"{size / 2**30:.1f} GB" if size >= 2**30 else f"{size / 2**20:.0f} MB"
 
 
-def grid_cost(loaded, pair: PromptPair, site: str, cells: int) -> Cost:
+def grid_cost(loaded, pair: PromptPair, cells: int) -> Cost:
     """The cost of a grid of `cells` on these prompts; PatchingTooLarge, before anything runs,
     when one patched forward or the whole grid would exceed its budget (models/limits.py)."""
     tokens = pair.num_tokens
@@ -242,7 +242,7 @@ def _cached_points(site: str, layers: int, layer: int | None) -> list[str]:
     if site in (HEAD_PATTERN, HEAD_VALUES):
         names += [name for index in chosen
                   for name in (points.pattern(index), points.v(index))]
-    elif site not in (RESID_PRE,):
+    elif site != RESID_PRE:
         names += [site_point(site, index) for index in chosen]
     return names
 
@@ -251,7 +251,7 @@ def check_site(loaded, site: str, layer: int | None = None) -> None:
     """Refuse a site the model has no point for, or a layer it does not have."""
     if site not in SITES:
         raise ValueError(f"The site '{site}' is not a patching site; choose one of "
-                     f"{', '.join(SITES)}.")
+                         f"{', '.join(SITES)}.")
     layers = num_layers(loaded.model)
     if site == HEAD_POSITION and (layer is None or not 0 <= layer < layers):
         raise ValueError(f"Choose a layer between 0 and {layers - 1} for the heads by position.")
@@ -370,7 +370,7 @@ def patching_grid(loaded, pair: PromptPair, difference: LogitDifference, site: s
     layers = num_layers(loaded.model)
     heads = _config_size(loaded.model.config, HEAD_KEYS) or 1
     cells = cells_of(site, layers, pair.num_tokens, heads, layer)
-    cost = grid_cost(loaded, pair, site, len(cells))
+    cost = grid_cost(loaded, pair, len(cells))
     base = baseline(loaded, pair, difference, _cached_points(site, layers, layer))
     if site in POSITION_SITES:
         sources = {index: base.clean[site_point(site, index)] for index in range(layers)}

@@ -212,4 +212,4 @@ def test_a_grid_beyond_the_byte_budget_is_refused_before_anything_runs(decoder_r
     assert f"{30 * pair.num_tokens * cost / 2**30:.1f} GB" in message
     assert "GB a patching run may take" in message
     with pytest.raises(patching.PatchingTooLarge):
-        patching.grid_cost(decoder_runner, pair, patching.RESID_PRE, 30 * pair.num_tokens)
+        patching.grid_cost(decoder_runner, pair, 30 * pair.num_tokens)
