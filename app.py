@@ -35,6 +35,9 @@ page = st.navigation({
         st.Page("pages/head_finder.py", title="Head finder", icon=":material/search:"),
         st.Page("pages/head_detectors.py", title="Head detectors", icon=":material/radar:"),
         st.Page("pages/ablation.py", title="Ablation and knockout", icon=":material/block:"),
+        st.Page("pages/activation_patching.py", title="Activation patching", icon=":material/swap_horiz:"),
+        st.Page("pages/logit_lens.py", title="Logit lens", icon=":material/visibility:"),
+        st.Page("pages/logit_attribution.py", title="Direct logit attribution", icon=":material/functions:"),
         st.Page("pages/generation.py", title="Generation, step by step", icon=":material/edit_note:"),
     ],
     "How attention works": [

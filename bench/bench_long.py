@@ -36,7 +36,8 @@ import torch  # noqa: E402
 from models.store.byte_cache import array_bytes  # noqa: E402
 from models.loading.conversion import prepare_default_decoder  # noqa: E402
 from models.loading.decoder import DEFAULT_DECODER, load_decoder  # noqa: E402
-from models.loading.source import Kind, ModelSource  # noqa: E402
+from models.loading.kinds import DECODER
+from models.loading.source import ModelSource  # noqa: E402
 from models.hooks.long_rows import exact_rows, window_maps  # noqa: E402
 from models.hooks.streaming import exact_head, prepare, stream  # noqa: E402
 from models.analysis.summary import SummaryStream  # noqa: E402
@@ -79,7 +80,7 @@ def main() -> None:
     args = parser.parse_args()
     prepare_default_decoder()
     loaded = load_decoder(DEFAULT_DECODER)
-    runner = ModelSource(Kind.DECODER, DEFAULT_DECODER).load(decoder=lambda name: loaded)
+    runner = ModelSource(DECODER, DEFAULT_DECODER).load(decoder=lambda name: loaded)
     long_text = text_of(runner.tokenizer, args.tokens)
     short_text = text_of(runner.tokenizer, runner.max_tokens)
     encoded, _ = prepare(runner, long_text, None)

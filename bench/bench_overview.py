@@ -34,7 +34,8 @@ import torch  # noqa: E402
 from bench.bench_record import text_of  # noqa: E402
 from models.analysis.thumbnails import thumbnails  # noqa: E402
 from models.loading.pretrained import DEFAULT_MODEL, load_pretrained  # noqa: E402
-from models.loading.source import Kind, ModelSource  # noqa: E402
+from models.loading.kinds import PRETRAINED
+from models.loading.source import ModelSource  # noqa: E402
 from tests.browser import launch_chromium, served_app, set_sidebar_text, wait_idle  # noqa: E402
 from viz import bertviz_views  # noqa: E402
 from viz.heatmap import attention_heatmap  # noqa: E402
@@ -100,7 +101,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=120.0)
     args = parser.parse_args()
     loaded = load_pretrained(DEFAULT_MODEL)
-    runner = ModelSource(Kind.ENCODER, DEFAULT_MODEL).load(pretrained=lambda name: loaded)
+    runner = ModelSource(PRETRAINED, DEFAULT_MODEL).load(pretrained=lambda name: loaded)
     rows = []
     with served_app() as url, launch_chromium() as browser:
         for size in args.sizes:

@@ -25,9 +25,10 @@ import torch  # noqa: E402
 from models.loading.conversion import prepare_default_decoder  # noqa: E402
 from models.loading.decoder import DEFAULT_DECODER, load_decoder  # noqa: E402
 from models.loading.pretrained import DEFAULT_MODEL, load_pretrained  # noqa: E402
-from models.loading.source import Kind, ModelSource  # noqa: E402
+from models.loading.kinds import DECODER, PRETRAINED, KindSpec
+from models.loading.source import ModelSource  # noqa: E402
 
-SIZES = {Kind.ENCODER: (8, 128, 512), Kind.DECODER: (128, 352)}
+SIZES = {PRETRAINED: (8, 128, 512), DECODER: (128, 352)}
 GOAL = 1.3
 
 
@@ -49,7 +50,7 @@ def main() -> None:
     print(f"torch threads: {torch.get_num_threads()}, repeats: {args.repeats} (median)")
     print(f"{'model':>8} {'tokens':>6} {'app path ms':>12} {'bare call ms':>13} {'ratio':>6}  goal")
     for kind, sizes in SIZES.items():
-        if kind is Kind.DECODER:
+        if kind is DECODER:
             loaded = load_decoder(DEFAULT_DECODER)
             runner = ModelSource(kind, DEFAULT_DECODER).load(decoder=lambda name: loaded)
         else:
@@ -59,11 +60,11 @@ def main() -> None:
             measure(kind, runner, size, args.repeats)
 
 
-def measure(kind: Kind, runner, size: int, repeats: int) -> None:
+def measure(kind: KindSpec, runner, size: int, repeats: int) -> None:
     text = text_of(runner.tokenizer, size)
     encoded = runner.tokenizer(text, return_tensors="pt")
     inputs = {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"]}
-    if kind is Kind.ENCODER:
+    if kind is PRETRAINED:
         inputs = dict(encoded)
     assert inputs["input_ids"].shape[1] == size
 
@@ -86,7 +87,7 @@ def measure(kind: Kind, runner, size: int, repeats: int) -> None:
     app_ms, bare_ms = statistics.median(app_times), statistics.median(bare_times)
     ratio = app_ms / bare_ms
     goal = f"<= {GOAL} {'met' if ratio <= GOAL else 'MISSED'}" if size >= 128 else "-"
-    name = "MiniLM" if kind is Kind.ENCODER else "SmolLM2"
+    name = "MiniLM" if kind is PRETRAINED else "SmolLM2"
     print(f"{name:>8} {size:>6} {app_ms:>12.1f} {bare_ms:>13.1f} {ratio:>6.2f}  {goal}")
 
 

@@ -112,3 +112,17 @@ UPLOAD_BYTES = 256 * KIB
 LABELLED_ROWS = 1000
 # ... and at most this many classes.
 LABELLED_CLASSES = 10
+
+# Causal interventions (models/experiments/patching.py, attribution.py, logit_lens.py).
+# One batched forward of a patching grid may hold this much: it decides how many patched copies
+# of the corrupted prompt share a forward.
+PATCH_BATCH_BYTES = 192 * MIB
+# Patched copies per forward, at most (on a CPU, larger batches were no faster per copy).
+PATCH_BATCH_ITEMS = 64
+# A whole grid's patched forwards together (long prompts × many cells): a grid that would need
+# more is refused before it starts, with the size it would need.
+PATCH_GRID_BYTES = 8 * GIB
+# Attribution patching keeps every layer's activations for its one backward pass.
+ATTRIBUTION_BYTES = 512 * MIB
+# The logit lens turns each layer's residual stream into logits this many bytes at a time.
+LENS_CHUNK_BYTES = 128 * MIB

@@ -102,14 +102,15 @@ st.metric(plain(f"P({baseline.target.text!r}) without any edit"), f"{baseline.pr
 
 ablate_tab, grid_tab, knockout_tab = st.tabs(["Ablate heads", "Every head alone",
                                               "Knock out edges"])
-labels = {(layer, head): f"layer {layer} · head {head}"
+labels = {f"{layer}-{head}": f"layer {layer} · head {head}"  # "layer-head": one link word
           for layer in range(record.num_layers) for head in range(record.num_heads)}
 
 with ablate_tab:
     mode = st.radio("Ablation", ABLATION_MODES, format_func=MODE_LABELS.get, key="ablation_mode",
                     horizontal=True)
     chosen = st.multiselect("Heads to ablate", list(labels), format_func=labels.get,
-                            key="ablation_heads", placeholder="Choose one or more heads")
+                            key="ablation_heads", placeholder="Choose one or more heads",
+                            filter_mode="contains", select_all=False)
     if not chosen:
         st.info("Choose at least one head to ablate.")
     else:
@@ -117,8 +118,9 @@ with ablate_tab:
             st.warning("Every head is ablated: no token can read any other token any more, so "
                        "the prediction rests on each token's own vector and the feed-forward "
                        "layers alone.")
+        heads = tuple(sorted(tuple(int(n) for n in choice.split("-")) for choice in chosen))
         result = analysis_cache.head_ablation(source, text, pair, mask_position, target_id,
-                                              tuple(sorted(chosen)), mode)
+                                              heads, mode)
         st.metric(plain(f"P({result.after.target.text!r}) with {len(chosen)} head(s) ablated"),
                   f"{result.after.probability:.4g}", f"{result.change:+.4g}")
         st.dataframe(prediction_table(
@@ -169,7 +171,8 @@ with knockout_tab:
     query = st.selectbox("Query token", positions, index=default_query, key="ablation_ko_query",
                          format_func=lambda p: f"{record.tokens[p]} (#{p})")
     keys = st.multiselect("Key tokens it may no longer see", positions, key="ablation_ko_keys",
-                          format_func=lambda p: f"{record.tokens[p]} (#{p})")
+                          format_func=lambda p: f"{record.tokens[p]} (#{p})",
+                          filter_mode="contains", select_all=False)
     if record.num_layers > 1:
         first, last = st.select_slider("Layers", list(range(record.num_layers)),
                                        value=(0, record.num_layers - 1), key="ablation_ko_layers")

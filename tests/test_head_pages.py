@@ -150,7 +150,7 @@ def test_encoder_without_a_prediction_head_gets_one_sentence(monkeypatch):
 
 
 def test_ablating_heads_of_a_decoder_shows_the_change(tiny_decoder):
-    at = run_page("ablation", state=decoder_state(tiny_decoder, ablation_heads=[(0, 1), (1, 3)],
+    at = run_page("ablation", state=decoder_state(tiny_decoder, ablation_heads=["0-1", "1-3"],
                                                   ablation_target="banana"))
     assert not at.error
     loaded = cache.decoder(tiny_decoder)
@@ -172,7 +172,7 @@ def test_ablating_heads_of_a_decoder_shows_the_change(tiny_decoder):
 def test_empty_and_full_ablations_and_the_grid(tiny_decoder):
     at = run_page("ablation", state=decoder_state(tiny_decoder))
     assert not at.error and "Choose at least one head to ablate." in [i.value for i in at.info]
-    every = [(layer, head) for layer in range(2) for head in range(4)]
+    every = [f"{layer}-{head}" for layer in range(2) for head in range(4)]
     at = run_page("ablation", state=decoder_state(tiny_decoder, ablation_heads=every))
     assert not at.error
     assert any("Every head is ablated" in w.value for w in at.warning)
@@ -212,7 +212,7 @@ def test_masked_language_model_predicts_the_hidden_word(monkeypatch, default_mod
                                                                                  tokenizer, limit)
 
     monkeypatch.setattr(cache, "model_and_tokenizer", with_head)
-    at = run_page("ablation", state={"ablation_mask": 2, "ablation_heads": [(5, 5)]})
+    at = run_page("ablation", state={"ablation_mask": 2, "ablation_heads": ["5-5"]})
     assert not at.error
     assert "with 'flies' masked" in texts(at)
     prepared = ablation.prepare(masked_lm, default_model.tokenizer, 512,
@@ -249,7 +249,7 @@ def test_fine_tuned_classifier_is_ablated_with_its_class_probability(tiny_classi
     heads = [(0, 1), (3, 2)]
     at = run_page("ablation", text=REVIEW, state={
         "ablation_subject": "classifier", "ablation_classifier": tiny_classifier.key,
-        "ablation_class": 0, "ablation_heads": heads, "ablation_ko_keys": [1, 2]})
+        "ablation_class": 0, "ablation_heads": ["0-1", "3-2"], "ablation_ko_keys": [1, 2]})
     assert not at.error, [e.value for e in at.error]
     assert finetune_cache.store().trainings == trainings  # never trains here
     classifier = tiny_classifier.result.classifier

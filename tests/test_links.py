@@ -10,11 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from streamlit.proto.MultiSelect_pb2 import MultiSelect
 from streamlit.testing.v1 import AppTest
 
 from models.loading.pretrained import DEFAULT_MODEL
 from models.loading.kinds import DECODER, PRETRAINED, SCRATCH_RANDOM
-from tests.app_support import APP, TIMEOUT_S, assert_no_failure, texts
+from tests.app_support import APP, TIMEOUT_S, assert_no_failure, shown, texts
 from ui.link_codec import SHARED, link_text, page_controls, read_value
 from ui.state import DEFAULT_TEXT, LOAD_MESSAGE, LOADED_NAMES, MODEL_NAME
 
@@ -74,7 +75,8 @@ KNOWN_PREFIXES = {
     "positions": "positions", "bertviz_views": "bertviz", "predictions": "pred",
     "generation": "gen", "cross_attention": "xattn", "head_detectors": "detectors",
     "encoder_layer": "encoder_layer", "lessons": "lessons", "head_finder": "finder",
-    "ablation": "ablation", "fine_tuning": "fine_tuning",
+    "ablation": "ablation", "fine_tuning": "fine_tuning", "activation_patching": "patch",
+    "logit_lens": "lens", "logit_attribution": "dla",
 }
 
 
@@ -194,6 +196,20 @@ PAGES = [
      {"New tokens": 3, "Step": 2}, ("Step", 1), {"step": "1", "new_tokens": "3"}),
     ("lessons", {"lesson": "masks", "step": "2"}, {"Step": 2}, ("Step", 1),
      {"lesson": "masks", "step": "1"}),
+    ("activation_patching", {"model": "decoder", "clean": "The capital of France is",
+                             "corrupted": "The capital of Italy is", "answer": "Paris",
+                             "wrong": "Rome", "site": "head_position", "layer": "20"},
+     {"Answer (one token)": "Paris", "Wrong token (one token)": "Rome",
+      "What to patch": "head_position", "Layer": 20},
+     ("Layer", 21), {"layer": "21", "site": "head_position", "clean": "The capital of France is",
+                     "corrupted": "The capital of Italy is", "answer": "Paris"}),
+    ("logit_lens", {"model": "decoder", "token": "jump", "colour": "chosen"},
+     {"Token to follow (empty: the model's own prediction)": "jump",
+      "Colour each cell by the probability of": "chosen"},
+     ("Colour each cell by the probability of", "final"), {"colour": "final", "token": "jump"}),
+    ("logit_attribution", {"model": "decoder", "answer": "jump", "wrong": "run", "count": "8"},
+     {"Answer (one token)": "jump", "Parts in the bar chart": 8}, ("Parts in the bar chart", 10),
+     {"count": "10", "answer": "jump", "wrong": "run"}),
 ]
 
 
@@ -429,3 +445,43 @@ def test_the_sidebar_offers_the_whole_link_to_copy():
                         r"&layer=1&head=2(&.*)?", codes[0]), codes[0]
     default = open_link(None, {"text": DEFAULT_TEXT})
     assert "/?text=Time+flies+like+an+arrow.&layer=0&head=0" in default.sidebar.code[0].value
+
+
+# --- multiselects ----------------------------------------------------------------------------
+
+def test_the_ablation_pages_multiselects_go_into_the_link_and_come_back():
+    at = open_link("ablation", {"text": TEXT, "model": "decoder", "heads": "1-5,12-5",
+                                "ko_keys": "0,2"})
+    heads, keys = at.multiselect(key="ablation_heads"), at.multiselect(key="ablation_ko_keys")
+    assert heads.value == ["1-5", "12-5"] and keys.value == [0, 2]
+    assert (at.query_params["heads"], at.query_params["ko_keys"]) == ("1-5,12-5", "0,2")
+    assert "with 2 head(s) ablated" in shown(" ".join(metric.label for metric in at.metric))
+    heads.set_value(["1-5"])
+    rerun(at)
+    assert at.query_params["heads"] == "1-5"
+    again = open_link("ablation", dict(at.query_params))
+    assert again.multiselect(key="ablation_heads").value == ["1-5"]
+    assert again.multiselect(key="ablation_ko_keys").value == [0, 2]
+    at.multiselect(key="ablation_heads").set_value([])
+    rerun(at)
+    assert "heads" not in at.query_params  # nothing chosen: nothing to write
+
+
+def test_typing_a_heads_name_and_enter_picks_that_head_only():
+    """Streamlit's multiselect offers "Select N matches" first while the user types, so Enter
+    took every head whose name matched; the ablation page turns that option off and matches
+    what was typed as a substring ("layer 1 · head 5" is then one head, not layer 10's too)."""
+    at = open_link("ablation", {"text": TEXT, "model": "decoder"})
+    contains = MultiSelect.DESCRIPTOR.fields_by_name["filter_mode"].enum_type.values_by_name[
+        "FILTER_MODE_CONTAINS"].number
+    for key in ("ablation_heads", "ablation_ko_keys"):
+        proto = at.multiselect(key=key).proto
+        assert proto.select_all == 0 and proto.filter_mode == contains
+    labels = at.multiselect(key="ablation_heads").options
+    assert [label for label in labels if "layer 1 · head 5" in label] == ["layer 1 · head 5"]
+
+
+def test_a_multiselect_choice_the_page_does_not_have_is_left_out_with_a_note():
+    at = open_link("ablation", {"text": TEXT, "model": "decoder", "heads": "1-5,99-1"})
+    assert "heads=1-5,99-1" in texts(at)
+    assert at.multiselect(key="ablation_heads").value in ([], ["1-5"])

@@ -76,6 +76,15 @@ class Example:
 
 MARIO = "Mario is short, but he can jump super high."
 CAPITAL = "The capital of France is"
+# Indirect-object identification (Wang et al. 2022): the clean prompt's answer is the name that
+# did not give the drink; with a third name as the giver, nothing tells the two apart.
+IOI_CLEAN = "When Mary and John went to the store, John gave a drink to"
+IOI_CORRUPTED = "When Mary and John went to the store, Paul gave a drink to"
+IOI_ANSWER, IOI_WRONG = "Mary", "John"
+# Factual recall (Meng et al. 2022): the same sentence about another landmark, as many tokens.
+FACT_CLEAN = "The Eiffel Tower is in the city of"
+FACT_CORRUPTED = "The Colosseum is in the city of"
+FACT_ANSWER, FACT_WRONG = "Paris", "Rome"
 
 EXAMPLES: tuple[Example, ...] = (
     Example("dot_10", "Dot products of random vectors, d = 10", 0, "Why scale",
@@ -141,6 +150,28 @@ EXAMPLES: tuple[Example, ...] = (
             "Encoder–decoder", CAPITAL, "generation",
             "Greedy generation with the decoder, one attention row per step.",
             model=DECODER.value),
+    Example("ioi_patching", "“…John gave a drink to”: patch each head back", 3,
+            "Causal interventions", IOI_CLEAN, "activation_patching",
+            "Indirect-object identification: which heads bring 'Mary' back when patched from "
+            "the clean prompt into one with a third name?", model=DECODER.value,
+            controls=(("patch_clean", IOI_CLEAN), ("patch_corrupted", IOI_CORRUPTED),
+                      ("patch_answer", IOI_ANSWER), ("patch_wrong", IOI_WRONG),
+                      ("patch_site", "head"))),
+    Example("ioi_attribution", "Which heads write “Mary”? Direct logit attribution", 3,
+            "Causal interventions", IOI_CLEAN, "logit_attribution",
+            "Each head's and each MLP's direct share of logit(Mary) − logit(John).",
+            model=DECODER.value, controls=(("dla_answer", IOI_ANSWER), ("dla_wrong", IOI_WRONG))),
+    Example("fact_patching", "Eiffel Tower or Colosseum: where does “Paris” come from?", 3,
+            "Causal interventions", FACT_CLEAN, "activation_patching",
+            "Factual recall: patch the residual stream, layer by position, from the Eiffel Tower "
+            "prompt into the Colosseum one.", model=DECODER.value,
+            controls=(("patch_clean", FACT_CLEAN), ("patch_corrupted", FACT_CORRUPTED),
+                      ("patch_answer", FACT_ANSWER), ("patch_wrong", FACT_WRONG),
+                      ("patch_site", "resid_pre"))),
+    Example("fact_lens", "“The Eiffel Tower is in the city of”: the logit lens", 3,
+            "Causal interventions", FACT_CLEAN, "logit_lens",
+            "What each layer would predict if the model stopped there: when does 'Paris' "
+            "appear?", model=DECODER.value, controls=(("lens_token", FACT_ANSWER),)),
     Example("bank_deposit", "“I made a bank deposit”: both directions", 4, "Masks",
             "I made a bank deposit.", "causal_masks",
             "A bidirectional encoder lets 'bank' read 'deposit'; a causal one cannot.",

@@ -11,6 +11,7 @@ from ui.examples import BY_KEY, MARIO
 from ui.lesson_figures import (
     RAMP, SPAN, cross_attention_figure, decoder_self_figure, dot_products_figure,
     finetune_data_figure, finetune_heads_figure, finetune_prediction_figure, head_map_figure,
+    head_patching_figure, head_shares_figure, lens_rank_figure,
     layer_grid_figure, learned_spans_step, masked_scores_figure, padding_figure, pronoun_figure,
     ramp_figure_step, row_figure, span_on_sentence_figure, unscaled_row_figure,
 )
@@ -323,5 +324,55 @@ LESSONS: tuple[Lesson, ...] = (
                                           "them."),
                 ("It leaves them untouched", False, "Every weight gets gradients, the "
                                                     "attention weights included."))),
+    )),
+    Lesson("interventions", "Causal interventions: which parts change the answer",
+           "chapters 1 and 3", (
+        Step("What each layer already predicts",
+             "The logit lens reads every layer's residual stream through the model's final norm "
+             "and unembedding, as if the model stopped there. On 'The Eiffel Tower is in the "
+             "city of', watch the rank of ' Paris' climb to 1 in the last layers.",
+             lens_rank_figure, OpenExample("fact_lens", "Open the logit lens on this prompt"),
+             _q("In the logit lens, which row is exactly the model's own prediction?",
+                ("The last layer's output", True,
+                 "The model's head reads the last layer's output; reading it with the same "
+                 "final norm and unembedding gives the model's own logits."),
+                ("The embeddings", False,
+                 "The embeddings are what the first layer reads: no layer has worked on them "
+                 "yet."),
+                ("The layer with the most probable token", False,
+                 "A middle layer may be surer than the last, but only the last is what the "
+                 "model outputs."))),
+        Step("Which heads write the answer",
+             "In 'When Mary and John went to the store, John gave a drink to' the model should "
+             "answer Mary, not John. The final stream is a sum of every head's and MLP's "
+             "output, so with the final norm's scale frozen, logit(Mary) − logit(John) splits "
+             "into one share per head and MLP.",
+             head_shares_figure,
+             OpenExample("ioi_attribution", "Open direct logit attribution on this prompt"),
+             _q("Why do the direct shares add up exactly to the logit difference?",
+                ("The stream is a sum of the parts, and the frozen norm reads it linearly", True,
+                 "Each part's share is its output read by the same linear map, and the shares "
+                 "of a sum add up to the share of the whole."),
+                ("Because the heads are trained to add up", False,
+                 "Nothing in training asks for it: it follows from the sum in the residual "
+                 "stream."),
+                ("They only add up approximately", False,
+                 "With the scale frozen at its value in the run the split is exact, up to "
+                 "rounding."))),
+        Step("Patching one run into another",
+             "Writing the answer is not the whole story: a head can matter through the heads "
+             "after it. Activation patching runs the prompt with a third name ('Paul gave a "
+             "drink to') and puts one head's output from the Mary prompt back, to see how much "
+             "of the answer returns.",
+             head_patching_figure,
+             OpenExample("ioi_patching", "Open activation patching on this pair"),
+             _q("A cell of the patching grid reads 1. What does that mean?",
+                ("Patching that piece alone brings the clean answer fully back", True,
+                 "The scale puts the corrupted run at 0 and the clean run at 1: that one "
+                 "piece carries everything the clean prompt adds."),
+                ("The head attends to one token only", False,
+                 "Patching measures an effect on the answer, not where the head looks."),
+                ("The head is not used", False,
+                 "A head that does not matter leaves the corrupted run as it was: 0."))),
     )),
 )

@@ -14,14 +14,20 @@ from models.analysis.compare import head_changes
 from models.analysis.head_finder import TokenNotFound, every_position, locate, query_to_keys
 from models.experiments.labelled_data import load_shipped
 from models.teaching.scaling import entropy_bits, softmax
+from models.experiments.patching import HEAD
+from models.loading.kinds import DECODER
+from models.loading.source import ModelSource
 from models.teaching.span_training import load_learned_spans
 from models.teaching.translation_task import EXAMPLE_SENTENCES
-from ui import charts, finetune_cache, seq2seq_cache, teaching_cache as teach
+from ui import charts, finetune_cache, interventions_cache, seq2seq_cache, teaching_cache as teach
+from ui.examples import (FACT_ANSWER, FACT_CLEAN, IOI_ANSWER, IOI_CLEAN, IOI_CORRUPTED,
+                         IOI_WRONG)
 from ui.links import shared_params
 from ui.state import current_record, current_trace, sidebar_input
 from ui.text import plain
 from viz.arithmetic import row_steps_figure
 from viz.head_analysis import layer_head_map
+from viz.interventions import patching_map, rank_figure, shares_map
 from viz.heatmap import attention_heatmap, layer_heads_grid
 from viz.masks import mask_steps_figures, side_by_side
 from viz.scaling import dot_product_figure, softmax_bars_figure
@@ -275,3 +281,51 @@ def finetune_heads_figure(key: str) -> None:
 
 
 # --- the lessons ------------------------------------------------------------------------------
+
+
+def _decoder() -> ModelSource:
+    """The causal decoder the sidebar would switch to: these steps need a language model."""
+    return ModelSource(DECODER, sidebar_input().decoder_name)
+
+
+def lens_rank_figure(key: str) -> None:
+    try:
+        lens = interventions_cache.lens(_decoder(), FACT_CLEAN, FACT_ANSWER)
+    except (ModelLoadError, ValueError) as error:
+        st.error(plain(str(error)))
+        return
+    last = lens.position
+    _show(rank_figure(lens.chosen_rank[:, last], lens.chosen_probability[:, last], lens.rows,
+                      lens.chosen_text), key)
+    st.caption(plain(f"'{FACT_CLEAN}' on the causal decoder: the rank of {lens.chosen_text!r} "
+                     "among all tokens, read from each layer's residual stream."))
+
+
+def head_shares_figure(key: str) -> None:
+    try:
+        shares = interventions_cache.direct_attribution(_decoder(), IOI_CLEAN, IOI_ANSWER,
+                                                        IOI_WRONG)
+    except (ModelLoadError, ValueError) as error:
+        st.error(plain(str(error)))
+        return
+    _show(shares_map(shares.heads, "Each head's direct share of the logit difference"), key)
+    st.caption(plain(f"'{IOI_CLEAN}': logit({shares.difference.answer_text!r}) − "
+                     f"logit({shares.difference.wrong_text!r}) = "
+                     f"{shares.logit_difference:.2f} on the causal decoder, the sum of every "
+                     "head's, MLP's, embedding's and bias's share."))
+
+
+def head_patching_figure(key: str) -> None:
+    try:
+        with st.spinner("Patching each head (once per server)…"):
+            grid = interventions_cache.patching_grid(_decoder(), IOI_CLEAN, IOI_CORRUPTED,
+                                                     IOI_ANSWER, IOI_WRONG, HEAD, None)
+    except (ModelLoadError, ValueError) as error:
+        st.error(plain(str(error)))
+        return
+    rows = [str(layer) for layer in range(grid.values.shape[0])]
+    heads = [str(head) for head in range(grid.values.shape[1])]
+    _show(patching_map(grid.values, grid.raw, rows, heads, "Each head patched back alone",
+                       ("layer", "head")), key)
+    st.caption(plain(f"'{IOI_CORRUPTED}' run with one head's output from '{IOI_CLEAN}': 1 "
+                     f"brings {grid.difference.answer_text!r} fully back, 0 changes nothing."))

@@ -48,7 +48,8 @@ TRUE, FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 
 # How a widget call reads a value from a link, by the widget's function name. Anything else
-# (buttons, downloads, charts, tables, multiselects, uploads) is not a setting of a link.
+# (buttons, downloads, charts, tables, uploads) is not a setting of a link; a multiselect's
+# choices go in as a list of scalars.
 # Sliders and number inputs become "int" or "float" from their literal arguments.
 WIDGET_KINDS = {
     "checkbox": "bool", "toggle": "bool",
@@ -57,6 +58,7 @@ WIDGET_KINDS = {
     "index_slider": "index", "window_start": "int",
     "selectbox": "choice", "radio": "choice", "select_slider": "choice",
     "segmented_control": "choice", "pills": "choice",
+    "multiselect": "list",
 }
 # ui helpers that draw controls of their own for the page that calls them: the call's key prefix
 # (argument index, or keyword) and the keys the helper makes from it, with how each is read
@@ -64,6 +66,7 @@ WIDGET_KINDS = {
 HELPER_CONTROLS = {
     "head_map": (3, "prefix", (("window_query", "int"), ("window_key", "int"))),
 }
+LIST_SEPARATOR = ","  # a multiselect's choices in a link: heads=3-5,7-1
 
 
 # --- which controls a page has: read once from its source -----------------------------------
@@ -267,6 +270,8 @@ def read_value(kind: str, text: str, current: object = None) -> object:
         return _as_whole(text)
     if kind == "float":
         return float(_as_number(text))
+    if kind == "list":
+        return [_guess(part) for part in text.split(LIST_SEPARATOR) if part]
     if isinstance(current, (bool, numbers.Real, str)):
         return _like(current, text)
     if kind == "number":
@@ -285,6 +290,20 @@ def link_text(value: object) -> str | None:
     if isinstance(value, str):
         return value if len(value) <= LINK_CONTROL_CHARS else None
     return None
+
+
+def control_text(kind: str | None, value: object) -> str | None:
+    """How a control's value is written in a link: a multiselect's choices joined by commas
+    (left out when empty, or when a choice is not a scalar or holds a comma), else link_text."""
+    if kind != "list":
+        return link_text(value)
+    if not isinstance(value, (list, tuple)) or not value:
+        return None
+    texts = [link_text(item) for item in value]
+    if any(text is None or LIST_SEPARATOR in text for text in texts):
+        return None
+    joined = LIST_SEPARATOR.join(texts)
+    return joined if len(joined) <= LINK_CONTROL_CHARS else None
 
 
 def quoted(text: str) -> str:

@@ -51,8 +51,9 @@ from urllib.parse import urlencode, urlsplit
 
 import streamlit as st
 
-from ui.link_codec import (RESERVED, SHARED, PageControls, Refused, apply_shared, link_text,
-                           page_controls, page_file, quoted, read_value, shared_params)
+from ui.link_codec import (RESERVED, SHARED, PageControls, Refused, apply_shared, control_text,
+                           link_text, page_controls, page_file, quoted, read_value,
+                           shared_params)
 from ui.state import CORRECTED
 from ui.text import plain
 
@@ -184,7 +185,7 @@ class LinkedView:
         for key in [*controls.kinds, *sorted(present)]:
             if key in st.session_state and controls.kind_of(key) \
                     and controls.name_of(key) not in params and (drawn is None or key in drawn):
-                text = link_text(st.session_state[key])
+                text = control_text(controls.kind_of(key), st.session_state[key])
                 if text is not None:
                     params[controls.name_of(key)] = text
         return params
@@ -252,8 +253,10 @@ class LinkedView:
                 continue
             if key not in corrected:
                 name = self.controls.name_of(key)
-                self.notes.append(f"The link's {name}={link_text(value)} is not available "
-                                  f"here; showing {link_text(shown) or 'another choice'}.")
+                kind = self.controls.kind_of(key)
+                self.notes.append(f"The link's {name}={control_text(kind, value)} is not "
+                                  "available here; showing "
+                                  f"{control_text(kind, shown) or 'another choice'}.")
         self._write(_drawn_keys())
         self._offer_link()
         self._show_notes()
@@ -270,7 +273,8 @@ class LinkedView:
                     refused, error)
         for key in refused:
             st.session_state.pop(key, None)
-        shown = ", ".join(f"{self.controls.name_of(key)}={link_text(self.applied[key])}"
+        shown = ", ".join(f"{self.controls.name_of(key)}="
+                          f"{control_text(self.controls.kind_of(key), self.applied[key])}"
                           for key in refused)
         state = st.session_state
         state[CARRIED_NOTES] = self.notes + [

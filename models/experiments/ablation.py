@@ -186,8 +186,8 @@ def next_token_target(prepared: PreparedInput, tokenizer, token_id: int) -> Targ
     return Target(prepared.num_tokens - 1, int(token_id), predictions.readable(tokenizer, token_id))
 
 
-def target_from_text(prepared: PreparedInput, tokenizer, word: str) -> Target:
-    """The first token of `word` as the next token (a leading space is added when the text's
+def word_token_ids(tokenizer, word: str) -> list[int]:
+    """The tokens of `word` as it would follow a text (a leading space is added when the
     tokenizer marks word starts, as byte-level BPE does)."""
     if not word.strip():
         raise ValueError("Type a word for the model to predict.")
@@ -197,7 +197,12 @@ def target_from_text(prepared: PreparedInput, tokenizer, word: str) -> Target:
         ids = spaced  # " Paris" is one token where "Paris" may be two
     if not ids:
         raise ValueError(f"The tokenizer turns '{word}' into no token at all.")
-    return next_token_target(prepared, tokenizer, ids[0])
+    return list(ids)
+
+
+def target_from_text(prepared: PreparedInput, tokenizer, word: str) -> Target:
+    """The first token of `word` as the next token (models.experiments.ablation.word_token_ids)."""
+    return next_token_target(prepared, tokenizer, word_token_ids(tokenizer, word)[0])
 
 
 def _batched(prepared: PreparedInput, batch: int) -> dict[str, torch.Tensor]:

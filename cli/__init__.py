@@ -1,0 +1,1 @@
+"""The command line: `attention-explorer <subcommand>` (cli/main.py)."""

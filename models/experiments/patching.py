@@ -1,0 +1,407 @@
+"""Activation patching: the corrupted prompt run again with one piece of the clean run put back.
+
+Two prompts with the same number of tokens (models/experiments/contrast.py) differ in what the
+model should answer: "When Mary and John went to the store, John gave a drink to" (" Mary") and
+the same with a third name ("..., Paul gave a drink to"). Patching runs the corrupted prompt
+and puts one piece of the clean run's activations (a cell) in its place; if the logit difference
+comes back, that piece carries what the clean prompt adds (Wang et al. 2022; Meng et al. 2022;
+Heimersheim & Nanda 2024). Normalised, the corrupted run is 0 and the clean run 1.
+
+Sites, what one cell of each grid patches:
+
+    resid_pre       the residual stream entering a layer, at one position        (L, T)
+    attn_out        the attention sublayer's output, at one position             (L, T)
+    mlp_out         the MLP sublayer's output, at one position                   (L, T)
+    head            one head's output (hook_z, before W_O), every position       (L, H)
+    head_position   one head's output at one position, in one chosen layer       (H, T)
+    head_pattern    one head: the clean run's attention pattern, its own values  (L, H)
+    head_values     one head: its own attention pattern, the clean run's values  (L, H)
+
+A head's output is its pattern times its values (z_h = A_h V_h), so the last two put in
+A_clean V_corrupted and A_corrupted V_clean: what the head would output had only its pattern,
+or only its values, come from the clean prompt.
+
+Batched: each forward carries up to B patched copies of the corrupted prompt, item b with its
+own cell patched (one edit per layer patches the items whose cell lies in it). The layers before
+a batch's first cell compute exactly what the corrupted run computed, so the batch starts at
+that layer from the corrupted run's kept input (models.hooks.run.LayerPlan).
+
+Dimensions: B batch, L layers, T tokens, H heads, Hkv key/value heads, Dh head width, D model
+width, F MLP width, V vocabulary, N cells.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from models.experiments.contrast import LogitDifference, PromptPair, token_texts
+from models.hooks import points
+from models.hooks.attention import repeat_kv
+from models.hooks.capture import num_layers
+from models.hooks.edits import replace_point
+from models.hooks.install import point_names
+from models.hooks.run import LayerPlan, Run, run_model
+from models.limits import PATCH_BATCH_BYTES, PATCH_BATCH_ITEMS, PATCH_GRID_BYTES
+from models.loading.loader_checks import FEED_FORWARD_KEYS, HEAD_KEYS, WIDTH_KEYS
+
+RESID_PRE, ATTN_OUT, MLP_OUT = "resid_pre", "attn_out", "mlp_out"
+HEAD, HEAD_POSITION, HEAD_PATTERN, HEAD_VALUES = ("head", "head_position", "head_pattern",
+                                                  "head_values")
+POSITION_SITES = (RESID_PRE, ATTN_OUT, MLP_OUT)  # (L, T) grids of a point (B, T, D)
+HEAD_SITES = (HEAD, HEAD_PATTERN, HEAD_VALUES)  # (L, H) grids of hook_z (B, T, H, Dh)
+SITES = (*POSITION_SITES, HEAD, HEAD_POSITION, HEAD_PATTERN, HEAD_VALUES)
+# Two logit differences closer than this are the same: nothing for patching to bring back.
+SAME_METRIC = 1e-4
+FLOAT_BYTES = 4
+# What one patched copy holds while one layer runs, in units of the model's width D and MLP
+# width F per token (the stream, its norm, q, k, v, the heads' outputs, the sublayers' outputs;
+# the MLP's hidden layer before and after its activation), and two (H, T, T) maps (scores and
+# pattern). An estimate: it sizes batches and refuses grids too large to run.
+WIDTHS_PER_TOKEN = 8
+MLP_WIDTHS_PER_TOKEN = 3
+MAPS_PER_HEAD = 2
+MLP_FACTOR = 4  # the MLP width of a model whose config does not state it
+
+Progress = Callable[[int, int], None]  # (cells done, cells in all)
+
+
+class PatchingTooLarge(ValueError):
+    """A patching run refused before it starts; the message says the size it would need."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One patched piece: a layer, and a position and/or a head (None: all of them)."""
+
+    layer: int
+    position: int | None = None
+    head: int | None = None
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The clean and corrupted runs a grid patches between: each cached point's value (batch of
+    one, the batch dimension dropped) and the logit difference of each run."""
+
+    clean: dict[str, torch.Tensor]
+    corrupted: dict[str, torch.Tensor]
+    clean_metric: float
+    corrupted_metric: float
+
+    @property
+    def gap(self) -> float:
+        return self.clean_metric - self.corrupted_metric
+
+    def normalised(self, raw: np.ndarray | float) -> np.ndarray | float:
+        """0 for the corrupted run's logit difference, 1 for the clean run's."""
+        return (raw - self.corrupted_metric) / self.gap
+
+
+@dataclass(frozen=True)
+class PatchingGrid:
+    """One site's grid: the logit difference with each cell patched (`raw`), and the runs it
+    lies between. Rows are layers (heads for head_position); columns positions or heads."""
+
+    site: str
+    layer: int | None  # the chosen layer of head_position
+    raw: np.ndarray  # (L, T), (L, H) or (H, T)
+    clean_metric: float
+    corrupted_metric: float
+    tokens: tuple[str, ...]  # the clean prompt's, as the tokenizer writes them ("ĠMary")
+    texts: tuple[str, ...]  # ... as they read in text (" Mary")
+    difference: LogitDifference
+    forwards: int  # the batched forwards it took
+
+    @property
+    def values(self) -> np.ndarray:
+        """Normalised: 0 is the corrupted run, 1 the clean run."""
+        return (self.raw - self.corrupted_metric) / (self.clean_metric - self.corrupted_metric)
+
+    @property
+    def by_position(self) -> bool:
+        """Whether the columns are positions (else heads)."""
+        return self.site in (*POSITION_SITES, HEAD_POSITION)
+
+    @property
+    def row_name(self) -> str:
+        return "head" if self.site == HEAD_POSITION else "layer"
+
+    @property
+    def column_name(self) -> str:
+        return "position" if self.by_position else "head"
+
+    def csv_text(self) -> str:
+        """One row per cell, normalised values, tokens as they read in text:
+        layer,position,token,value for the position grids, layer,head,value for the head
+        grids, layer,head,position,token,value for one layer's heads by position."""
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        values = self.values
+        if self.site == HEAD_POSITION:
+            writer.writerow(("layer", "head", "position", "token", "value"))
+            for head, position in np.ndindex(values.shape):
+                writer.writerow((self.layer, head, position, self.texts[position],
+                                 _number(values[head, position])))
+        elif self.by_position:
+            writer.writerow(("layer", "position", "token", "value"))
+            for layer, position in np.ndindex(values.shape):
+                writer.writerow((layer, position, self.texts[position],
+                                 _number(values[layer, position])))
+        else:
+            writer.writerow(("layer", "head", "value"))
+            for layer, head in np.ndindex(values.shape):
+                writer.writerow((layer, head, _number(values[layer, head])))
+        return out.getvalue()
+
+
+def _number(value: float) -> str:
+    return repr(float(value))
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What a grid would take: its cells, the bytes one patched copy holds, the copies per
+    forward."""
+
+    cells: int
+    item_bytes: int
+    batch: int
+
+    @property
+    def total_bytes(self) -> int:
+        return self.cells * self.item_bytes
+
+
+def _config_size(config, keys: Sequence[str]) -> int | None:
+    for key in keys:
+        value = getattr(config, key, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def item_bytes(model: torch.nn.Module, tokens: int, logit_rows: int) -> int:
+    """The bytes one copy of a `tokens`-token prompt holds while one layer of `model` runs,
+    with `logit_rows` positions of logits at the end (an estimate from the model's config)."""
+    config = model.config
+    width = _config_size(config, WIDTH_KEYS) or 1
+    heads = _config_size(config, HEAD_KEYS) or 1
+    mlp = _config_size(config, FEED_FORWARD_KEYS) or MLP_FACTOR * width
+    vocabulary = int(getattr(config, "vocab_size", 0) or 0)
+    per_layer = tokens * (WIDTHS_PER_TOKEN * width + MLP_WIDTHS_PER_TOKEN * mlp) + \
+        MAPS_PER_HEAD * heads * tokens * tokens
+    return FLOAT_BYTES * (per_layer + logit_rows * vocabulary)
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 2**30:.1f} GB" if size >= 2**30 else f"{size / 2**20:.0f} MB"
+
+
+def grid_cost(loaded, pair: PromptPair, cells: int) -> Cost:
+    """The cost of a grid of `cells` on these prompts; PatchingTooLarge, before anything runs,
+    when one patched forward or the whole grid would exceed its budget (models/limits.py)."""
+    tokens = pair.num_tokens
+    each = item_bytes(loaded.model, tokens, 1 if loaded.causal else tokens)
+    if each > PATCH_BATCH_BYTES:
+        raise PatchingTooLarge(
+            f"One patched forward of these {tokens}-token prompts would hold about "
+            f"{_megabytes(each)}, more than the {_megabytes(PATCH_BATCH_BYTES)} a patching "
+            "forward may take: use shorter prompts.")
+    if cells * each > PATCH_GRID_BYTES:
+        raise PatchingTooLarge(
+            f"This grid ({cells:,} cells at {tokens} tokens) would need about "
+            f"{_megabytes(cells * each)} of patched forwards ({_megabytes(each)} each), more "
+            f"than the {_megabytes(PATCH_GRID_BYTES)} a patching run may take: use shorter "
+            "prompts, or the grid of whole heads.")
+    return Cost(cells, each, max(1, min(PATCH_BATCH_ITEMS, PATCH_BATCH_BYTES // each)))
+
+
+# --- which points a site patches ------------------------------------------------------------
+
+def site_point(site: str, layer: int) -> str:
+    """The hook point one layer's cells of `site` are patched at."""
+    if site in POSITION_SITES:
+        return points.Point("", layer, site).name
+    if site in (*HEAD_SITES, HEAD_POSITION):
+        return points.z(layer)
+    raise ValueError(f"The site '{site}' is not a patching site; choose one of "
+                     f"{', '.join(SITES)}.")
+
+
+def _cached_points(site: str, layers: int, layer: int | None) -> list[str]:
+    """The points the baseline runs keep for `site`: every layer's input (where batches start)
+    and the patched points, or a head's pattern and values."""
+    chosen = [layer] if site == HEAD_POSITION else range(layers)
+    names = [points.resid_pre(index) for index in range(layers)]
+    if site in (HEAD_PATTERN, HEAD_VALUES):
+        names += [name for index in chosen
+                  for name in (points.pattern(index), points.v(index))]
+    elif site != RESID_PRE:
+        names += [site_point(site, index) for index in chosen]
+    return names
+
+
+def check_site(loaded, site: str, layer: int | None = None) -> None:
+    """Refuse a site the model has no point for, or a layer it does not have."""
+    if site not in SITES:
+        raise ValueError(f"The site '{site}' is not a patching site; choose one of "
+                         f"{', '.join(SITES)}.")
+    layers = num_layers(loaded.model)
+    if site == HEAD_POSITION and (layer is None or not 0 <= layer < layers):
+        raise ValueError(f"Choose a layer between 0 and {layers - 1} for the heads by position.")
+    if site_point(site, 0) not in set(point_names(loaded.model)):
+        raise ValueError(f"{loaded.label} has no {site} point (the app does not know where its "
+                         "layers compute it), so this grid cannot be drawn here; the residual "
+                         "stream and the heads can.")
+
+
+# --- the two runs patched between ------------------------------------------------------------
+
+def metric_run(loaded, given, difference: LogitDifference, names: Sequence[str]
+               ) -> tuple[dict[str, torch.Tensor], float]:
+    """One forward of a prompt: the points `names` (batch dimension dropped) and its metric."""
+    run = Run(cache=names)
+    output = run_model(loaded.model, given.batched(loaded.model, 1, last_only=loaded.causal), run)
+    values = {name: value[0] for name, value in run.cache.items()}
+    return values, float(difference.of(output.logits)[0])
+
+
+def baseline(loaded, pair: PromptPair, difference: LogitDifference,
+             names: Sequence[str] = ()) -> Baseline:
+    """The clean and the corrupted run, keeping `names`; refused when their logit
+    differences are the same (there is nothing to bring back)."""
+    clean, clean_metric = metric_run(loaded, pair.clean, difference, names)
+    corrupted, corrupted_metric = metric_run(loaded, pair.corrupted, difference, names)
+    return checked_baseline(clean, corrupted, clean_metric, corrupted_metric)
+
+
+def checked_baseline(clean: dict[str, torch.Tensor], corrupted: dict[str, torch.Tensor],
+                     clean_metric: float, corrupted_metric: float) -> Baseline:
+    """The two runs as a Baseline, refused when their logit differences are the same."""
+    if abs(clean_metric - corrupted_metric) < SAME_METRIC:
+        raise ValueError(
+            f"The clean and the corrupted prompt give the same logit difference "
+            f"({clean_metric:.4g}): there is nothing for patching to bring back, so choose a "
+            "corrupted prompt that changes which of the two tokens the model prefers.")
+    return Baseline(clean, corrupted, clean_metric, corrupted_metric)
+
+
+def _head_sources(site: str, base: Baseline, layers: Sequence[int]) -> dict[int, torch.Tensor]:
+    """(T, H, Dh) per layer: what each head outputs when patched at `site`."""
+    sources = {}
+    for layer in layers:
+        if site in (HEAD, HEAD_POSITION):
+            sources[layer] = base.clean[points.z(layer)]
+            continue
+        pattern_from = base.clean if site == HEAD_PATTERN else base.corrupted
+        values_from = base.corrupted if site == HEAD_PATTERN else base.clean
+        pattern = pattern_from[points.pattern(layer)]  # (H, Q, K)
+        values = values_from[points.v(layer)]  # (Hkv, K, Dh)
+        values = repeat_kv(values[None], pattern.size(0) // values.size(0))[0]  # (H, K, Dh)
+        outputs = torch.matmul(pattern.to(values.dtype), values)  # (H, T, Dh)
+        sources[layer] = outputs.transpose(0, 1)  # (T, H, Dh)
+    return sources
+
+
+# --- the grid ---------------------------------------------------------------------------------
+
+def cells_of(site: str, layers: int, tokens: int, heads: int, layer: int | None = None
+             ) -> list[Cell]:
+    """Every cell of a site's grid, layer by layer (the order the batches run in)."""
+    if site in POSITION_SITES:
+        return [Cell(index, position=p) for index in range(layers) for p in range(tokens)]
+    if site == HEAD_POSITION:
+        return [Cell(layer, position=p, head=h) for h in range(heads) for p in range(tokens)]
+    return [Cell(index, head=h) for index in range(layers) for h in range(heads)]
+
+
+def _patching_edit(items: list[int], chosen: list[Cell], source: torch.Tensor):
+    """An edit that gives batch item items[i] the source's value at chosen[i]'s position and/or
+    head: source (T, D) for a point of the stream, (T, H, Dh) for hook_z."""
+    rows = torch.tensor(items)  # (n,)
+    positions = None if chosen[0].position is None else torch.tensor([c.position for c in chosen])
+    heads = None if chosen[0].head is None else torch.tensor([c.head for c in chosen])
+
+    def edit(value: torch.Tensor, name: str) -> torch.Tensor:
+        patched = value.clone()
+        given = source.to(value.dtype)
+        if heads is None:
+            patched[rows, positions] = given[positions]  # (n, D)
+        elif positions is None:
+            patched[rows, :, heads] = given[:, heads].transpose(0, 1)  # (n, T, Dh)
+        else:
+            patched[rows, positions, heads] = given[positions, heads]  # (n, Dh)
+        return patched
+    return edit
+
+
+def _run_batch(loaded, pair: PromptPair, difference: LogitDifference, site: str, base: Baseline,
+               sources: dict[int, torch.Tensor], batch: list[Cell]) -> torch.Tensor:
+    """(n,) the logit difference of each patched copy in one forward."""
+    first = min(cell.layer for cell in batch)
+    edits: dict[str, list] = {}
+    for layer in sorted({cell.layer for cell in batch}):
+        members = [(item, cell) for item, cell in enumerate(batch) if cell.layer == layer]
+        edits[site_point(site, layer)] = [_patching_edit(
+            [item for item, _ in members], [cell for _, cell in members], sources[layer])]
+    start_input = base.corrupted[points.resid_pre(first)]  # (T, D)
+    plan = LayerPlan(start=first,
+                     start_input=start_input.expand(len(batch), *start_input.shape).contiguous())
+    inputs = pair.corrupted.batched(loaded.model, len(batch), last_only=loaded.causal)
+    output = run_model(loaded.model, inputs, Run(edits=edits, plan=plan))
+    return difference.of(output.logits)  # (n,)
+
+
+def patching_grid(loaded, pair: PromptPair, difference: LogitDifference, site: str,
+                  layer: int | None = None, batch_size: int | None = None,
+                  progress: Progress | None = None) -> PatchingGrid:
+    """Patch every cell of `site` from the clean run into the corrupted one, `batch_size` cells
+    per forward (default: as many as models.limits.PATCH_BATCH_BYTES allows); `progress(done,
+    total)` hears each batch. `layer` is head_position's layer."""
+    check_site(loaded, site, layer)
+    if batch_size is not None and batch_size < 1:
+        raise ValueError("The batch size must be at least 1.")
+    layers = num_layers(loaded.model)
+    heads = _config_size(loaded.model.config, HEAD_KEYS) or 1
+    cells = cells_of(site, layers, pair.num_tokens, heads, layer)
+    cost = grid_cost(loaded, pair, len(cells))
+    base = baseline(loaded, pair, difference, _cached_points(site, layers, layer))
+    if site in POSITION_SITES:
+        sources = {index: base.clean[site_point(site, index)] for index in range(layers)}
+    else:
+        sources = _head_sources(site, base, sorted({cell.layer for cell in cells}))
+    size = batch_size or cost.batch
+    raw = torch.empty(len(cells), dtype=torch.float64)
+    forwards = 0
+    for start in range(0, len(cells), size):
+        batch = cells[start:start + size]
+        raw[start:start + len(batch)] = _run_batch(loaded, pair, difference, site, base,
+                                                   sources, batch)
+        forwards += 1
+        if progress is not None:
+            progress(start + len(batch), len(cells))
+    rows = heads if site == HEAD_POSITION else layers
+    return PatchingGrid(site, layer if site == HEAD_POSITION else None,
+                        raw.view(rows, -1).numpy(), base.clean_metric, base.corrupted_metric,
+                        pair.clean.tokens, token_texts(loaded, pair.clean), difference, forwards)
+
+
+def patched_difference(loaded, pair: PromptPair, difference: LogitDifference, point: str,
+                       positions: Sequence[int] | None = None,
+                       heads: Sequence[int] | None = None) -> float:
+    """One forward of the corrupted prompt with the clean run's value of `point` put back at
+    `positions` (None: all) and, for a hook_z point, `heads` only: the raw logit difference.
+    The grid's cells, one at a time."""
+    if point not in set(point_names(loaded.model)):
+        raise ValueError(f"{loaded.label} has no hook point '{point}'.")
+    clean, _ = metric_run(loaded, pair.clean, difference, [point])
+    edits = replace_point(point, clean[point][None], positions, heads)
+    inputs = pair.corrupted.batched(loaded.model, 1, last_only=loaded.causal)
+    output = run_model(loaded.model, inputs, Run(edits=edits))
+    return float(difference.of(output.logits)[0])

@@ -1,0 +1,145 @@
+import streamlit as st
+
+from models.errors import ModelLoadError
+from models.experiments.ablation import NoPrediction
+from models.experiments.attribution import agreement
+from models.experiments.contrast import PromptLengths
+from models.experiments.patching import (ATTN_OUT, HEAD, HEAD_PATTERN, HEAD_POSITION,
+                                         HEAD_VALUES, MLP_OUT, RESID_PRE, SITES)
+from ui import charts, interventions_cache as cached
+from ui.examples import IOI_ANSWER, IOI_CLEAN, IOI_CORRUPTED, IOI_WRONG
+from ui.routing import through_app
+from ui.state import index_slider, sidebar_input, use_decoder
+from ui.text import plain
+from ui.token_choice import token_pills
+from viz.interventions import (cell_labels, disagreement_table, estimate_scatter, patching_map,
+                               tokens_side_by_side)
+
+SITE_LABELS = {
+    RESID_PRE: "Residual stream before each layer (layer × position)",
+    ATTN_OUT: "Attention output (layer × position)",
+    MLP_OUT: "MLP output (layer × position)",
+    HEAD: "Each head's output, all positions (layer × head)",
+    HEAD_POSITION: "Each head of one layer, by position (head × position)",
+    HEAD_PATTERN: "Each head's attention pattern only (layer × head)",
+    HEAD_VALUES: "Each head's values only (layer × head)",
+}
+TITLES = {RESID_PRE: "Residual stream before each layer", ATTN_OUT: "Attention output",
+          MLP_OUT: "MLP output", HEAD: "Each head's output", HEAD_POSITION: "Heads of layer {}",
+          HEAD_PATTERN: "Each head's pattern only", HEAD_VALUES: "Each head's values only"}
+DISAGREEMENTS = 8  # cells listed where attribution and exact patching differ most
+DEFAULTS = {"patch_clean": IOI_CLEAN, "patch_corrupted": IOI_CORRUPTED,
+            "patch_answer": IOI_ANSWER, "patch_wrong": IOI_WRONG}
+
+
+def predictions_pills(text: str, label: str, choice_key: str, text_key: str, container) -> None:
+    """The model's top tokens for `text` as pills that fill `text_key` when clicked."""
+    try:
+        top = cached.top_predictions(source, text)
+    except ValueError:
+        return  # the sentence below the prompts says what is wrong
+    token_pills(label, top, choice_key, text_key, container)
+
+
+through_app()
+
+st.title("Activation patching")
+st.markdown(
+    "Run a **corrupted** prompt, put back one piece of the **clean** prompt's run (a layer's "
+    "residual stream at one position, one head's output…), and see how much of the clean "
+    "answer comes back. The measure is the logit difference logit(answer) − logit(wrong "
+    "token) at the last position, scaled so that the corrupted run is **0** and the clean run "
+    "**1**: a cell near 1 carries, alone, what the clean prompt adds (Wang et al. 2022)."
+)
+given = sidebar_input()
+source = given.source
+for key, value in DEFAULTS.items():
+    st.session_state.setdefault(key, value)
+try:
+    model = cached.loaded(source)
+except NoPrediction as error:
+    st.info(plain(str(error)))
+    st.button("Use the causal decoder", key="patch_use_decoder", on_click=use_decoder)
+    st.stop()
+except (ModelLoadError, ValueError) as error:
+    st.error(plain(str(error)))
+    st.stop()
+st.caption(plain(f"Model: {model.label} (from the sidebar). This page reads its own two prompts, "
+                 "not the sidebar's sentence."))
+
+left, right = st.columns(2)
+clean = left.text_area("Clean prompt", key="patch_clean", height=80)
+corrupted = right.text_area("Corrupted prompt (as many tokens)", key="patch_corrupted",
+                            height=80)
+what = "fillers of the mask" if not model.causal else "next tokens"
+predictions_pills(clean, f"Top {what} of the clean prompt (click: answer)", "patch_pick_answer",
+                  "patch_answer", left)
+predictions_pills(corrupted, f"Top {what} of the corrupted prompt (click: wrong token)",
+                  "patch_pick_wrong", "patch_wrong", right)
+answer = left.text_input("Answer (one token)", key="patch_answer")
+wrong = right.text_input("Wrong token (one token)", key="patch_wrong")
+try:
+    cached.check(source, clean, corrupted, answer, wrong)
+except PromptLengths as error:
+    st.error(plain(str(error)))
+    st.dataframe(tokens_side_by_side(error.clean, error.corrupted), hide_index=True,
+                 key="patch_tokens")
+    st.stop()
+except ValueError as error:
+    st.error(plain(str(error)))
+    st.stop()
+
+site = st.selectbox("What to patch", SITES, format_func=SITE_LABELS.get, key="patch_site")
+layer = None
+if site == HEAD_POSITION:
+    layer = index_slider("Layer", cached.layer_count(source), "patch_layer")
+bar = st.progress(0.0, text="Patching…")
+try:
+    grid = cached.patching_grid(source, clean, corrupted, answer, wrong, site, layer,
+                                _progress=lambda done, total: bar.progress(
+                                    done / total, text=f"Patched {done} of {total} cells…"))
+except ValueError as error:
+    bar.empty()
+    st.error(plain(str(error)))
+    st.stop()
+bar.empty()
+first, second, third = st.columns(3)
+first.metric("Clean logit difference", f"{grid.clean_metric:.3f}")
+second.metric("Corrupted logit difference", f"{grid.corrupted_metric:.3f}")
+third.metric("Cells", f"{grid.values.size}", help=f"{grid.forwards} batched forward passes")
+rows = [str(index) for index in range(grid.values.shape[0])]
+columns = list(grid.tokens) if grid.by_position else [str(h) for h in range(grid.values.shape[1])]
+axes = (grid.row_name, grid.column_name)
+title = TITLES[site].format(layer)
+charts.show(patching_map(grid.values, grid.raw, rows, columns, title, axes), key="patch_grid")
+st.caption(plain(f"{grid.difference.answer_text!r} against {grid.difference.wrong_text!r}. "
+                 "Blue cells bring the clean answer back; red cells push it further away. "
+                 "Hover for each cell's exact value and its logit difference."))
+st.download_button("Download the grid as CSV", grid.csv_text(), key="patch_csv",
+                   file_name=f"patching_{site}.csv", mime="text/csv", on_click="ignore")
+
+st.subheader("Attribution patching beside it")
+st.markdown(
+    "The gradient's estimate of the same grid: (clean − corrupted activation) · ∂metric/∂"
+    "activation, at the corrupted run, for every cell from **one forward and one backward** "
+    "pass (Nanda 2023). It is exact where the metric is linear in the activation; where the "
+    "two disagree, trust the exact grid."
+)
+if site in (HEAD_PATTERN, HEAD_VALUES):
+    st.info("Attribution patching estimates whole heads and positions; choose another site "
+            "to compare it with exact patching.")
+else:
+    grids = cached.attribution_grids(source, clean, corrupted, answer, wrong)
+    estimate = grids.site(site, layer)
+    matched = agreement(grid.values, estimate, DISAGREEMENTS)
+    picture, scatter = st.columns(2)
+    charts.show(patching_map(estimate, grids.raw(site, layer), rows, columns,
+                             "Attribution estimate", axes), key="patch_estimate",
+                container=picture)
+    charts.show(estimate_scatter(grid.values, estimate, cell_labels(rows, columns, axes),
+                                 f"Correlation {matched.correlation:.2f}"),
+                key="patch_scatter", container=scatter)
+    st.markdown(f"**Where they disagree most** (correlation over all cells: "
+                f"{matched.correlation:.3f})")
+    st.dataframe(disagreement_table(matched.disagreements, rows, columns, axes),
+                 hide_index=True, key="patch_disagreements")

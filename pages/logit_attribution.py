@@ -1,0 +1,70 @@
+import streamlit as st
+
+from models.errors import ModelLoadError
+from models.experiments.ablation import NoPrediction
+from ui import charts, interventions_cache as cached
+from ui.examples import IOI_ANSWER, IOI_WRONG
+from ui.routing import through_app
+from ui.state import sidebar_input, use_decoder
+from ui.text import plain
+from ui.token_choice import token_pills
+from viz.interventions import contribution_bars, shares_map
+
+DEFAULTS = {"dla_answer": IOI_ANSWER, "dla_wrong": IOI_WRONG}
+
+
+through_app()
+
+st.title("Direct logit attribution")
+st.markdown(
+    "In a pre-norm model the residual stream at the end is a sum: the embeddings, then each "
+    "head's and each MLP's output. With the final norm's scale frozen at its value, the "
+    "logit difference logit(answer) − logit(wrong token) splits into one **direct share** per "
+    "part, and the shares add up to it exactly. *Direct* means what a part writes into the "
+    "stream the unembedding reads, not what it does through later layers."
+)
+given = sidebar_input()
+for key, value in DEFAULTS.items():
+    st.session_state.setdefault(key, value)
+try:
+    model = cached.loaded(given.source)
+except NoPrediction as error:
+    st.info(plain(str(error)))
+    st.button("Use the causal decoder", key="dla_use_decoder", on_click=use_decoder)
+    st.stop()
+except (ModelLoadError, ValueError) as error:
+    st.error(plain(str(error)))
+    st.stop()
+if not given.text.strip():
+    st.info("Type a prompt in the sidebar: its last token's prediction is split into parts.")
+    st.stop()
+try:
+    top = cached.top_predictions(given.source, given.text)
+except ValueError as error:
+    st.error(plain(str(error)))
+    st.stop()
+left, right = st.columns(2)
+token_pills("The model's top predictions (click: answer)", top, "dla_pick_answer",
+            "dla_answer", left)
+token_pills("… (click: wrong token)", top, "dla_pick_wrong", "dla_wrong", right)
+answer = left.text_input("Answer (one token)", key="dla_answer")
+wrong = right.text_input("Wrong token (one token)", key="dla_wrong")
+try:
+    shares = cached.direct_attribution(given.source, given.text, answer, wrong)
+except ValueError as error:
+    st.error(plain(str(error)))
+    st.stop()
+first, second, third = st.columns(3)
+first.metric("The model's logit difference", f"{shares.logit_difference:.4f}")
+second.metric("Sum of the shares", f"{shares.total:.4f}")
+third.metric("Frozen final-norm scale", f"{shares.scale:.3g}")
+st.caption(plain(f"{shares.difference.answer_text!r} against {shares.difference.wrong_text!r} "
+                 f"after {len(shares.tokens)} tokens · {model.label} (the sidebar's sentence and "
+                 "model). Embeddings and biases (attention output projections, final norm, "
+                 f"unembedding) add {shares.embeddings:.3f} and {shares.biases:.3f}."))
+picture, bars = st.columns([3, 2])
+charts.show(shares_map(shares.heads, "Each head's direct share"), key="dla_heads",
+            container=picture)
+count = bars.slider("Parts in the bar chart", 5, 30, 12, key="dla_count")
+charts.show(contribution_bars(shares.largest(count), "The largest shares"), key="dla_bars",
+            container=bars)
