@@ -1,5 +1,7 @@
 import streamlit as st
 
+from models.limits import MAX_TEXT_CHARS
+
 from models.errors import ModelLoadError
 from models.experiments.ablation import NoPrediction
 from models.experiments.attribution import agreement
@@ -68,16 +70,16 @@ st.caption(plain(f"Model: {model.label} (from the sidebar). This page reads its 
                  "not the sidebar's sentence."))
 
 left, right = st.columns(2)
-clean = left.text_area("Clean prompt", key="patch_clean", height=80)
+clean = left.text_area("Clean prompt", key="patch_clean", height=80, max_chars=MAX_TEXT_CHARS)
 corrupted = right.text_area("Corrupted prompt (as many tokens)", key="patch_corrupted",
-                            height=80)
+                            height=80, max_chars=MAX_TEXT_CHARS)
 what = "fillers of the mask" if not model.causal else "next tokens"
 predictions_pills(clean, f"Top {what} of the clean prompt (click: answer)", "patch_pick_answer",
                   "patch_answer", left)
 predictions_pills(corrupted, f"Top {what} of the corrupted prompt (click: wrong token)",
                   "patch_pick_wrong", "patch_wrong", right)
-answer = left.text_input("Answer (one token)", key="patch_answer")
-wrong = right.text_input("Wrong token (one token)", key="patch_wrong")
+answer = left.text_input("Answer (one token)", key="patch_answer", max_chars=MAX_TEXT_CHARS)
+wrong = right.text_input("Wrong token (one token)", key="patch_wrong", max_chars=MAX_TEXT_CHARS)
 try:
     cached.check(source, clean, corrupted, answer, wrong)
 except PromptLengths as error:

@@ -1,5 +1,7 @@
 import streamlit as st
 
+from models.limits import MAX_TEXT_CHARS
+
 from models.errors import ModelLoadError
 from models.experiments.ablation import NoPrediction
 from ui import charts, interventions_cache as cached
@@ -47,8 +49,8 @@ left, right = st.columns(2)
 token_pills("The model's top predictions (click: answer)", top, "dla_pick_answer",
             "dla_answer", left)
 token_pills("… (click: wrong token)", top, "dla_pick_wrong", "dla_wrong", right)
-answer = left.text_input("Answer (one token)", key="dla_answer")
-wrong = right.text_input("Wrong token (one token)", key="dla_wrong")
+answer = left.text_input("Answer (one token)", key="dla_answer", max_chars=MAX_TEXT_CHARS)
+wrong = right.text_input("Wrong token (one token)", key="dla_wrong", max_chars=MAX_TEXT_CHARS)
 try:
     shares = cached.direct_attribution(given.source, given.text, answer, wrong)
 except ValueError as error:

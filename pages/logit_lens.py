@@ -1,5 +1,7 @@
 import streamlit as st
 
+from models.limits import MAX_TEXT_CHARS
+
 from models.errors import ModelLoadError
 from models.experiments.ablation import NoPrediction
 from ui import charts, interventions_cache as cached
@@ -35,7 +37,8 @@ if not given.text.strip():
     st.info("Type a prompt in the sidebar to read it layer by layer.")
     st.stop()
 left, right = st.columns(2)
-token = left.text_input("Token to follow (empty: the model's own prediction)", key="lens_token")
+token = left.text_input("Token to follow (empty: the model's own prediction)", key="lens_token",
+                        max_chars=MAX_TEXT_CHARS)
 colour = right.radio("Colour each cell by the probability of", (FINAL, CHOSEN),
                      format_func=COLOUR_LABELS.get, key="lens_colour")
 try:

@@ -8,13 +8,15 @@ anything). Models come from ui.state / ui.cache, so they load once per server.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from typing import TypeVar
 
 from models.experiments import attribution, contrast, logit_attribution, logit_lens, patching
 from models.experiments.predictions import Candidate
 from models.hooks.capture import num_layers
 from models.loading.source import LoadedSource, ModelSource
+from models.store import stores
+from models.store.keys import ResultKey, result_key
 from ui import byte_caches
 from ui.state import loaded_source
 
@@ -22,8 +24,9 @@ Value = TypeVar("Value")
 TOP_PREDICTIONS = 6
 
 
-def _kept(key: Hashable, compute: Callable[[], Value], message: str | None) -> Value:
-    return byte_caches.kept(byte_caches.results(), key, compute, message)
+def _kept(key: ResultKey, compute: Callable[[], Value], message: str | None) -> Value:
+    """The one store call of this module: the results store."""
+    return byte_caches.kept(stores.RESULTS, key, compute, message)
 
 
 def loaded(source: ModelSource) -> LoadedSource:
@@ -44,7 +47,7 @@ def top_predictions(source: ModelSource, text: str) -> tuple[Candidate, ...]:
         model = loaded(source)
         return contrast.top_predictions(model, contrast.prompt(model, text), TOP_PREDICTIONS)
 
-    return _kept(("interventions_top", source, text), compute, "Running the model…")
+    return _kept(result_key("interventions_top", source, text), compute, "Running the model…")
 
 
 def check(source: ModelSource, clean: str, corrupted: str, answer: str, wrong: str) -> None:
@@ -62,7 +65,8 @@ def patching_grid(source: ModelSource, clean: str, corrupted: str, answer: str, 
         return patching.patching_grid(model, given.pair, given.difference, site, layer,
                                       progress=_progress)
 
-    return _kept(("patching", source, clean, corrupted, answer, wrong, site, layer), compute, None)
+    return _kept(result_key("patching", source, clean, corrupted, answer, wrong, site, layer),
+                 compute, None)
 
 
 def attribution_grids(source: ModelSource, clean: str, corrupted: str, answer: str,
@@ -72,7 +76,7 @@ def attribution_grids(source: ModelSource, clean: str, corrupted: str, answer: s
         given = contrast.experiment(model, clean, corrupted, answer, wrong)
         return attribution.attribution_patching(model, given.pair, given.difference)
 
-    return _kept(("attribution", source, clean, corrupted, answer, wrong), compute,
+    return _kept(result_key("attribution", source, clean, corrupted, answer, wrong), compute,
                  "Attribution patching: one forward and one backward…")
 
 
@@ -80,7 +84,7 @@ def lens(source: ModelSource, text: str, chosen: str) -> logit_lens.LogitLens:
     def compute() -> logit_lens.LogitLens:
         return logit_lens.logit_lens(loaded(source), text, chosen or None)
 
-    return _kept(("logit_lens", source, text, chosen), compute,
+    return _kept(result_key("logit_lens", source, text, chosen), compute,
                  "Reading every layer through the unembedding…")
 
 
@@ -89,5 +93,5 @@ def direct_attribution(source: ModelSource, text: str, answer: str,
     def compute() -> logit_attribution.LogitAttribution:
         return logit_attribution.logit_attribution(loaded(source), text, answer, wrong)
 
-    return _kept(("logit_attribution", source, text, answer, wrong), compute,
+    return _kept(result_key("logit_attribution", source, text, answer, wrong), compute,
                  "Splitting the logit difference into its parts…")
