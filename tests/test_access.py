@@ -163,3 +163,33 @@ def test_the_summary_of_a_stream_with_value_norms_is_the_whole_inputs(both, tmp_
     assert list(from_stream.statistics["label"]) == list(from_whole.statistics["label"])
     np.testing.assert_allclose(from_stream.pooled, from_whole.pooled, rtol=0, atol=ATOL)
     streamed.layer_inputs.delete()
+
+
+def test_a_layers_maps_are_its_heads(both):
+    whole, streamed = both
+    layer = whole.num_layers - 1
+    maps = streamed.layer_maps(layer)
+    assert maps.shape == (whole.num_heads, whole.num_tokens, whole.num_tokens)
+    np.testing.assert_allclose(maps, whole.layer_maps(layer), rtol=0, atol=ATOL)
+    for head in (0, whole.num_heads - 1):
+        np.testing.assert_array_equal(whole.layer_maps(layer)[head], whole.head(layer, head))
+
+
+def test_read_keeps_a_short_text_whole_and_streams_a_long_one(decoder_runner, tmp_path):
+    from models.hooks.access import read
+
+    short = read(decoder_runner, TEXT)
+    assert short.whole and short.num_tokens < decoder_runner.max_tokens
+    long_text = " ".join([TEXT] * 12)
+    seen = []
+    long = read(decoder_runner, long_text, folder=tmp_path / "inputs",
+                progress=lambda done, total: seen.append((done, total)))
+    assert not long.whole and long.num_tokens > decoder_runner.max_tokens
+    assert seen[-1] == (long.num_layers, long.num_layers)
+    assert long.summary().pooled.shape[:2] == (long.num_layers, long.num_heads)
+    cut = read(decoder_runner, long_text, long=False)
+    assert cut.whole and cut.num_tokens == decoder_runner.max_tokens
+    np.testing.assert_allclose(long.head(5, 2)[:50, :50], cut.head(5, 2)[:50, :50], rtol=0,
+                               atol=ATOL)  # causal: the first tokens see the same keys
+    long.close()
+    assert not (tmp_path / "inputs").exists()

@@ -28,9 +28,9 @@ from pathlib import Path
 
 import streamlit as st
 
-from models.analysis.summary import SummaryResult, SummaryStream
+from models.analysis.summary import SummaryResult
 from models.errors import ModelLoadError
-from models.hooks.access import Attention, StreamedAttention, WholeAttention
+from models.hooks.access import Attention, StreamedAttention, WholeAttention, read_streamed
 from models.hooks.layer_inputs import LayerInputs
 from models.hooks.streaming import Streamed, long_limit, prepare, stream
 from models.limits import LONG_INPUT_DISK_BYTES
@@ -213,29 +213,22 @@ def _read(runner: LoadedSource, source: ModelSource, text: str, pair: str) -> _R
     key = result_key("long-read", source, runner.label, text, pair)
 
     def compute() -> _Read:
-        encoded, _ = prepare(runner, text, pair or None)
         bar = st.progress(0.0, text="Reading the long input layer by layer…")
-        layers = getattr(runner.config, "num_hidden_layers", None)
 
-        def progress(done: int) -> None:
-            if layers:
-                bar.progress(min(done / layers, 1.0),
-                             text=f"Reading the long input: layer {done} of {layers}…")
+        def progress(done: int, layers: int) -> None:
+            bar.progress(min(done / layers, 1.0),
+                         text=f"Reading the long input: layer {done} of {layers}…")
 
-        reduce = SummaryStream(encoded, runner.causal, progress)
         folder = _spill_root() / uuid.uuid4().hex
         try:
-            streamed = one_at_a_time(lambda: stream(runner, text, pair or None, reduce,
-                                                    keep_inputs=folder, with_norms=True))
-        except BaseException:
-            shutil.rmtree(folder, ignore_errors=True)
-            raise
+            read = one_at_a_time(lambda: read_streamed(runner, text, pair or None, folder,
+                                                       progress))
         finally:
             bar.empty()
             release_freed_memory()  # the layers' maps (~1.8 GB at 4,096 tokens) are gone now
-        result = _Read(streamed, reduce.summary(streamed))
-        _keep_on_disk(streamed.layer_inputs)
-        weakref.finalize(result, _forget, streamed.layer_inputs)  # dropped from memory: files go
+        result = _Read(read.streamed, read.summary())
+        _keep_on_disk(read.inputs)
+        weakref.finalize(result, _forget, read.inputs)  # dropped from memory: its files go
         return result
 
     return kept(stores.TRACES, key, compute)

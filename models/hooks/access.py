@@ -17,21 +17,26 @@ Dimensions: L layers, H heads, T tokens, W rows or window positions, Q/K query/k
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Iterable
+from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
 import pandas as pd
 
 from models.analysis.compare import compare_heads, compare_role_tables, ranking_measure
-from models.analysis.summary import SummaryResult, summarise_record
+from models.analysis.summary import SummaryResult, SummaryStream, summarise_record
 from models.experiments.long_predictions import long_predictions
 from models.hooks import points
+from models.hooks.capture import num_layers
 from models.hooks.layer_inputs import KeptInputs
 from models.hooks.long_rows import ExactRows, check_rows, exact_rows, rows_every_layer
 from models.hooks.record import AttentionRecord
-from models.hooks.streaming import Streamed, exact_head, layer_from_input, run_from_input
+from models.hooks.streaming import (Streamed, exact_head, layer_from_input, prepare, run_from_input,
+                                   stream)
 from models.hooks.trace import Predictions, Trace
 from models.loading.tokenize import EncodedText
 
@@ -104,6 +109,14 @@ class Attention(ABC):
     @abstractmethod
     def head(self, layer: int, head: int) -> np.ndarray:
         """(T, T) float32, read-only: one head's exact map."""
+
+    @abstractmethod
+    def layer_maps(self, layer: int) -> np.ndarray:
+        """(H, T, T) float32, read-only: every head of one layer (for a long input, computed
+        again from the layer's input: H x T x T floats, 600 MB for SmolLM2 at 4,096 tokens)."""
+
+    def close(self) -> None:
+        """Let go of what the access keeps outside memory (a long input's layer inputs on disk)."""
 
     @abstractmethod
     def rows(self, layer: int, rows: range) -> ExactRows:
@@ -193,6 +206,10 @@ class WholeAttention(Attention):
         self.check_head(layer, head)
         return self.record.head(layer, head)
 
+    def layer_maps(self, layer: int) -> np.ndarray:
+        self.check_head(layer, 0)
+        return self.record.layer(layer)
+
     def rows(self, layer: int, rows: range) -> ExactRows:
         trace = self.trace
         check_rows(rows, trace.record.num_tokens)
@@ -281,6 +298,19 @@ class StreamedAttention(Attention):
             return weights
         return self.remember(("head", layer, head), compute)
 
+    def layer_maps(self, layer: int) -> np.ndarray:
+        self.check_head(layer, 0)
+
+        def compute() -> np.ndarray:
+            maps = layer_from_input(self.loaded, self.encoded, layer, self.inputs).weights[0]
+            maps = maps.float().numpy().copy()  # (H, T, T)
+            maps.setflags(write=False)
+            return maps
+        return self.remember(("layer", layer), compute)
+
+    def close(self) -> None:
+        self.inputs.delete()
+
     def rows(self, layer: int, rows: range) -> ExactRows:
         return self.remember(("rows", layer, rows.start, rows.stop),
                              lambda: exact_rows(self.loaded, self.encoded, layer, rows,
@@ -360,3 +390,35 @@ def compare(first: Attention, second: Attention) -> tuple[pd.DataFrame, str]:
     summaries = first.summary(), second.summary()
     labels = [summary.statistics["label"].reset_index(drop=True) for summary in summaries]
     return (compare_role_tables(summaries[0].roles, summaries[1].roles, *labels), ROLE_MEASURE)
+
+
+def read_streamed(loaded, text: str, pair: str | None, folder: Path,
+                  progress: Progress | None = None) -> StreamedAttention:
+    """A long text read by one streamed forward: each layer's maps reduced by the Summary (with
+    the value norms) as soon as they exist, each layer's input written to `folder`;
+    `progress(done, layers)` is told after each layer. The folder is the caller's to delete
+    (`attention.inputs.delete()`); it is removed if the forward fails."""
+    encoded, _ = prepare(loaded, text, pair)
+    layers = num_layers(loaded.model)
+    reduce = SummaryStream(encoded, loaded.causal, _per_layer(progress, layers))
+    try:
+        streamed = stream(loaded, text, pair, reduce, keep_inputs=folder, with_norms=True)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return StreamedAttention(loaded, streamed, reduce.summary(streamed))
+
+
+def read(loaded, text: str, pair: str | None = None, long: bool = True,
+         folder: Path | None = None, progress: Progress | None = None) -> Attention:
+    """`text` (and an optional second sentence) as an Attention. A text the model's full trace
+    keeps (`loaded.max_tokens`) is run whole; a longer one, with `long` and a model that can
+    read more (`long_limit`), is streamed layer by layer with each layer's input written to
+    `folder` (a new temporary folder when None), else cut to the full trace's limit."""
+    encoded, _ = prepare(loaded, text, pair)
+    if long and len(encoded.tokens) > loaded.max_tokens:
+        target = Path(folder) if folder is not None else Path(tempfile.mkdtemp(
+            prefix="attention-explorer-inputs-"))
+        return read_streamed(loaded, text, pair, target, progress)
+    whole_encoded, _ = loaded.encode(text, pair)
+    return WholeAttention(loaded, whole_encoded, loaded.run(text, pair))

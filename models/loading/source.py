@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from models.errors import UnsupportedModelType
 from models.loading import kinds
-from models.loading.kinds import KindSpec, Loaders
+from models.loading.kinds import DECODER, PRETRAINED, KindSpec, Loaders
 from models.loading.runner import LoadedSource
 
-__all__ = ["LoadedSource", "ModelSource"]
+__all__ = ["LoadedSource", "ModelSource", "load"]
 
 
 @dataclass(frozen=True)
@@ -64,3 +65,24 @@ class ModelSource:
         (`pretrained`, `decoder`, `seq2seq`, `finetuned`): pass kept versions so the from-scratch
         kinds share the encoder's tokenizer and a pretrained kind wraps the kept model."""
         return self.spec.load(self, Loaders(**loaders))
+
+
+BUILT_IN_NAMES = {"encoder": PRETRAINED, "pretrained": PRETRAINED, "decoder": DECODER}
+
+
+def load(name: str = "encoder") -> LoadedSource:
+    """A model by a short name, ready to run: "encoder" (the embedded MiniLM), "decoder" (the
+    embedded SmolLM2, converted once per machine), "KIND:NAME" for any registered kind
+    ("pretrained:bert-base-uncased", "scratch-random:sentence-transformers/all-MiniLM-L6-v2"), or
+    a Hugging Face id or local folder, read as an encoder when it is one, else as a causal LM.
+    Every failure is a ModelLoadError with one sentence."""
+    name = (name or "").strip()
+    if name in BUILT_IN_NAMES:
+        return ModelSource.default(BUILT_IN_NAMES[name]).load()
+    kind, _, rest = name.partition(":")
+    if rest and kind in {spec.value for spec in kinds.registered()}:
+        return ModelSource(kind, rest.strip() or kinds.spec(kind).default_name).load()
+    try:
+        return ModelSource(PRETRAINED, name).load()
+    except UnsupportedModelType:
+        return ModelSource(DECODER, name).load()
