@@ -131,3 +131,26 @@ def test_every_page_opened_directly_renders_with_the_sidebar(app_url, page):
         assert page.get_by_label("Sentence", exact=True).count() == 1, f"no sidebar on /{path}"
         page.screenshot(path=str(SCREENSHOTS / f"{path or 'home'}.png"))
         assert_clean(page)
+
+
+def test_the_menu_shows_every_page_without_folding(app_url, page):
+    """Streamlit folds a long menu after ten pages ("View N more"); app.py asks for it expanded:
+    every page's title is a visible link in the sidebar."""
+    import ast
+
+    from tests.app_support import ROOT
+
+    titles = [keyword.value.value for node in ast.walk(ast.parse((ROOT / "app.py").read_text()))
+              if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "Page"
+              for keyword in node.keywords if keyword.arg == "title"
+              and not any(k.arg == "visibility" for k in node.keywords)]
+    assert len(titles) >= 20
+    visit(page, app_url, PAGES[0][0], PAGES[0][1])
+    links = page.locator('[data-testid="stSidebarNavLink"]')
+    links.first.wait_for(timeout=60_000)
+    shown = [text.strip().splitlines()[-1] for text in links.all_inner_texts()]  # after the icon
+    assert sorted(shown) == sorted(titles)
+    for index in range(links.count()):
+        assert links.nth(index).is_visible()
+    assert page.get_by_text("View", exact=False).filter(has_text="more").count() == 0
+    assert_clean(page)
