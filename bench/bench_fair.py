@@ -35,7 +35,7 @@ from bench.bench_memory import (  # noqa: E402
     ACTION_TIMEOUT_MS, KIND_TITLES, WORDS, choose_kind, download, load_folder, long_text,
     model_folders, serve, set_text, wait_idle,
 )
-from tests.browser import launch_chromium  # noqa: E402
+from tests.browser_support import launch_chromium  # noqa: E402
 
 from playwright.sync_api import TimeoutError as PlaywrightTimeout  # noqa: E402
 

@@ -154,7 +154,7 @@ def main() -> None:
 
 def browser_seconds(text: str, tokens: int) -> float:
     """The served app: from clicking the long-input toggle to the mosaic and the exact head."""
-    from tests.browser import launch_chromium, served_app, set_sidebar_text, wait_idle
+    from tests.browser_support import launch_chromium, served_app, set_sidebar_text, wait_idle
 
     with served_app() as url, launch_chromium() as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 720})

@@ -40,7 +40,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.browser import _free_port, launch_chromium  # noqa: E402
+from tests.browser_support import _free_port, launch_chromium  # noqa: E402
 
 GOAL_BYTES = 6 * 10**9
 GIB = 2**30
@@ -58,7 +58,7 @@ WORDS = ("house river music garden window table winter summer doctor teacher sch
 
 # Whether the session's script is running, from the attribute Streamlit's frontend keeps on its
 # root element: "running", "rerunRequested" and "stopRequested" while a run is under way or asked
-# for, "notRunning" when it is done. (tests.browser.wait_idle waits for the header's status
+# for, "notRunning" when it is done. (tests.browser_support.wait_idle waits for the header's status
 # widget, which this app's `toolbarMode = "minimal"` never shows: it returned after its 300 ms
 # pause whatever the server was doing, so a step could start while the last one still ran.)
 IDLE = """() => {

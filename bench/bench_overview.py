@@ -36,7 +36,7 @@ from models.analysis.thumbnails import thumbnails  # noqa: E402
 from models.loading.pretrained import DEFAULT_MODEL, load_pretrained  # noqa: E402
 from models.loading.kinds import PRETRAINED
 from models.loading.source import ModelSource  # noqa: E402
-from tests.browser import launch_chromium, served_app, set_sidebar_text, wait_idle  # noqa: E402
+from tests.browser_support import launch_chromium, served_app, set_sidebar_text, wait_idle  # noqa: E402
 from viz import bertviz_views  # noqa: E402
 from viz.heatmap import attention_heatmap  # noqa: E402
 from viz.overview import all_heads_figure  # noqa: E402

@@ -20,7 +20,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.browser import launch_chromium, served_app, wait_idle  # noqa: E402
+from tests.browser_support import launch_chromium, served_app, wait_idle  # noqa: E402
 
 WORDS = ("house river music garden window table winter summer doctor teacher school market "
          "letter bridge forest island animal camera corner dinner office palace village "

@@ -11,7 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.browser import PAGES, launch_chromium, served_app, visit  # noqa: E402
+from tests.browser_support import PAGES, launch_chromium, served_app, visit  # noqa: E402
 
 
 def main() -> None:

@@ -36,8 +36,8 @@ def smollm2_model() -> LoadedModel:
 
 @pytest.fixture(scope="module")
 def app_url():
-    """`streamlit run app.py` on loopback, one server per test module (tests/browser.py)."""
-    from tests.browser import served_app
+    """`streamlit run app.py` on loopback, one server per test module (tests/browser_support.py)."""
+    from tests.browser_support import served_app
 
     with served_app() as url:
         yield url
@@ -45,8 +45,8 @@ def app_url():
 
 @pytest.fixture(scope="module")
 def browser():
-    """Headless Chromium, offline (tests/browser.py), one per test module."""
-    from tests.browser import launch_chromium
+    """Headless Chromium, offline (tests/browser_support.py), one per test module."""
+    from tests.browser_support import launch_chromium
 
     with launch_chromium() as chromium:
         yield chromium

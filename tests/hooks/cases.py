@@ -30,8 +30,8 @@ from models.scratch.build import random_encoder
 from models.scratch.config import EncoderConfig
 from models.scratch.seq2seq import Seq2SeqConfig, Seq2SeqModel
 from tests import tiny_models
-from tests.test_hf_seq2seq import SPECIALS, WORDS, save_tokenizer
-from tests.test_hf_seq2seq import build as build_seq2seq
+from tests.loading.test_hf_seq2seq import SPECIALS, WORDS, save_tokenizer
+from tests.loading.test_hf_seq2seq import build as build_seq2seq
 
 SEED = 0
 TOKENS = 7  # every case's input length (decoder inputs of the encoder-decoders: 5)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from models.hooks.record import AttentionRecord
-from tests.browser import guard_requests, launch_chromium
+from tests.browser_support import guard_requests, launch_chromium
 from viz import bertviz_views as bv
 
 HOSTILE = "</script><script>alert(1)</script>"

@@ -9,7 +9,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 import pytest
 
 from tests.app_support import GUARD_MESSAGE
-from tests.browser import guard_requests, wait_idle
+from tests.browser_support import guard_requests, wait_idle
 
 TEXT = "Mario is short, but he can jump super high."
 DEEP_LINK = f"/attention_maps?text={quote(TEXT)}&layer=5&head=5"

@@ -330,7 +330,7 @@ def download(page, link) -> bytes:
 
 
 def test_the_browser_downloads_the_exports_from_disk(browser):
-    from tests.browser import PAGES, guard_requests, served_app, set_sidebar_text, visit, wait_idle
+    from tests.browser_support import PAGES, guard_requests, served_app, set_sidebar_text, visit, wait_idle
 
     stem = "sentence-transformers_all-MiniLM-L6-v2"
     with served_app() as url:

@@ -12,8 +12,8 @@ from transformers import GPT2Config, GPT2LMHeadModel
 
 from models.teaching.trained_translator import cache_folder, is_cached, save
 from tests.app_support import array, figures, run_page, shown, texts
-from tests.test_hf_seq2seq import build, save_tokenizer
-from tests.test_seq2seq import real_training
+from tests.loading.test_hf_seq2seq import build, save_tokenizer
+from tests.scratch.test_seq2seq import real_training
 from ui.seq2seq_cache import TOY_SETTINGS
 
 PAGE = "cross_attention"

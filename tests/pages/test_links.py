@@ -19,7 +19,7 @@ from tests.app_support import APP, TIMEOUT_S, assert_no_failure, shown, texts
 from ui.link_codec import SHARED, link_text, page_controls, read_value
 from ui.state import DEFAULT_TEXT, LOAD_MESSAGE, LOADED_NAMES, MODEL_NAME
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TEXT = "Mario is short, but he can jump super high."
 MARIO_TOKENS = 13  # [CLS] mario is short , but he can jump super high . [SEP]
 

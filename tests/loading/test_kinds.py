@@ -25,7 +25,7 @@ from models.store.byte_cache import Store
 from tests.app_support import APP, TIMEOUT_S, assert_no_failure
 from ui import cache
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TEXT = "Time flies like an arrow."
 CYCLE = 4  # the toy kind keeps a seed modulo this
 
@@ -107,7 +107,7 @@ def test_the_values_links_carry_parse_as_before_and_only_offered_kinds_are_offer
 
 
 def test_the_encoder_decoder_and_the_classifier_load_through_the_registry(tmp_path):
-    from tests.test_hf_seq2seq import build
+    from tests.loading.test_hf_seq2seq import build
 
     folder = str(build("t5", tmp_path / "t5"))
     runner = ModelSource(kinds.SEQ2SEQ, folder).load()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("models", "viz", "ui", "pages", "attention_explorer", "cli")
 MAX_TOP_MODULES = 8
 FORBIDDEN = {

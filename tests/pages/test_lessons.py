@@ -22,7 +22,7 @@ from ui.examples import CHAPTERS, EXAMPLES, MARIO
 from ui.lessons import LESSONS, PROGRESS
 from ui.links import PAGE, page_controls
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MAPS = "attention_maps"
 HEAD_EXAMPLES = [example for example in EXAMPLES if example.head is not None]
 LINK_EXAMPLES = [example for example in EXAMPLES if example.head is None]

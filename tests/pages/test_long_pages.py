@@ -20,7 +20,7 @@ from models.limits import EXACT_MAP_TOKENS
 from models.hooks.access import window_of
 from tests.app_support import array, figures, run_page, texts
 from tests.long_support import full_record
-from tests.test_links import open_link, rerun
+from tests.pages.test_links import open_link, rerun
 
 WORDS = ("time flies like an arrow , fruit flies like a banana . " * 400).split()
 # More tokens than the decoder's full trace keeps (352), and than a head drawn cell by cell has
@@ -119,7 +119,7 @@ def test_one_row_of_a_long_input_is_the_models_own_row_with_its_vectors(long_rec
 
 
 def test_bertviz_draws_an_exact_window_of_every_layer_of_a_long_input(long_record):
-    from tests.test_bertviz_page import page_data
+    from tests.pages.test_bertviz_page import page_data
     from viz.bertviz_views import WEIGHT_DECIMALS
 
     at = run_page("bertviz_views", text=LONG_TEXT,

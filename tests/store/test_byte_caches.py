@@ -40,7 +40,7 @@ from models.loading.pretrained import DEFAULT_MODEL, LoadedModel
 from models.loading import kinds
 from models.loading.source import ModelSource
 from models.teaching.trained_translator import cache_folder, is_cached, save
-from tests.test_hf_seq2seq import build
+from tests.loading.test_hf_seq2seq import build
 from ui import (analysis_cache, byte_caches, cache, finetune_cache, generation_cache,
                 layer_walk_cache, seq2seq_cache, teaching_cache)
 
@@ -259,7 +259,7 @@ def tiny_seq2seq(tmp_path_factory) -> str:
 def toy_on_disk():
     """The toy translator in its disk cache (trained once per machine, as the page does)."""
     if not is_cached(seq2seq_cache.TOY_SETTINGS):
-        from tests.test_seq2seq import real_training
+        from tests.scratch.test_seq2seq import real_training
 
         save(real_training(), cache_folder(seq2seq_cache.TOY_SETTINGS))
 

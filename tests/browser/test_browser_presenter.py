@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from tests.app_support import GUARD_MESSAGE
-from tests.browser import guard_requests, wait_idle
+from tests.browser_support import guard_requests, wait_idle
 
-SCREENSHOTS = Path(__file__).resolve().parents[1] / "artifacts" / "presenter"
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "presenter"
 VIEWPORT = {"width": 1280, "height": 720}
 DECODER = "?text=The%20capital%20of%20France%20is&model=decoder"
 # (url, heading, the main figure: the chart key's CSS class, or "" for the page's first figure)

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser import PAGES, guard_requests, set_sidebar_text, visit, wait_idle
+from tests.browser_support import PAGES, guard_requests, set_sidebar_text, visit, wait_idle
 
-SCREENSHOTS = Path(__file__).resolve().parents[1] / "artifacts" / "screenshots"
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 HOSTILE = "Quantum cats <script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned=2\">"
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from models import limits
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LIMITS = ROOT / "models" / "limits.py"
 UNITS = {"KIB", "MIB", "GIB"}
 # Byte sizes that split work or estimate a file, not what is kept or accepted (limits.py's rule).

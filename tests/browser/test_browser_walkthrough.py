@@ -9,7 +9,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from tests.app_support import GUARD_MESSAGE
-from tests.browser import guard_requests, wait_idle
+from tests.browser_support import guard_requests, wait_idle
 
 HEADS = 12  # the default MiniLM: 6 layers x 12 heads
 HEAD_VIEW_FRAME = "iframe[title='bertviz head view of the attention']"

@@ -1,7 +1,7 @@
 """The SmolLM2 conversion cache under load: converted once when many ask, checked by content.
 
 A tiny GPT-2 built here stands in for the converted SmolLM2 (`_convert_gguf` is replaced by a
-fast copy of it): only the cache's locking and checksums are tested; tests/test_decoder.py
+fast copy of it): only the cache's locking and checksums are tested; tests/loading/test_decoder.py
 converts the real model.
 """
 

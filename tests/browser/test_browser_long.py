@@ -8,9 +8,9 @@ from pathlib import Path
 from playwright.sync_api import expect
 
 from tests.app_support import GUARD_MESSAGE
-from tests.browser import guard_requests, set_sidebar_text, wait_idle
+from tests.browser_support import guard_requests, set_sidebar_text, wait_idle
 
-SCREENSHOTS = Path(__file__).resolve().parents[1] / "artifacts" / "screenshots"
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 # Short words: well over 4,096 SmolLM2 tokens within the sidebar's character limit.
 LONG_TEXT = " ".join(["I saw a cat and a dog by the old red barn, so we ran to it."] * 330)
 STREAM_MS = 600_000  # 30 layers of 9 maps of 4,096 x 4,096 on two cores, and the first model load
