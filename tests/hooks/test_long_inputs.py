@@ -39,7 +39,7 @@ def test_a_layer_on_demand_is_the_full_forwards_layer(which, request):
     expected = full_attentions(runner, encoded)
     for layer in sorted({0, len(expected) // 2, len(expected) - 1}):
         np.testing.assert_allclose(exact_layer(runner, encoded, layer), expected[layer],
-                                   rtol=0, atol=1e-6)
+                                   rtol=0, atol=1e-5)
         # fused attention before the layer: the same maps up to float rounding
         np.testing.assert_allclose(exact_layer(runner, encoded, layer, fast=True),
                                    expected[layer], rtol=0, atol=1e-5)
@@ -58,7 +58,7 @@ def test_one_head_from_its_layers_kept_input_is_the_full_forwards_head(which, re
     for layer in sorted({0, len(expected) // 2, len(expected) - 1}):
         for head in sorted({0, streamed.num_heads - 1}):
             np.testing.assert_allclose(exact_head(runner, streamed.encoded, layer, head, kept),
-                                       expected[layer][head], rtol=0, atol=1e-6)
+                                       expected[layer][head], rtol=0, atol=1e-5)
     # the layers skipped for it are whole again afterwards
     np.testing.assert_array_equal(exact_layer(runner, streamed.encoded, len(expected) - 1),
                                   expected[-1])
@@ -81,7 +81,7 @@ def test_streamed_reductions_equal_those_of_the_full_maps(decoder_runner):
     assert seen == list(range(full.num_layers))
     assert streamed.tokens == full.tokens and streamed.num_heads == full.num_heads
     pooled = np.stack([summary[0] for summary in streamed.summaries])
-    np.testing.assert_allclose(pooled, max_pool(full.weights, 64), rtol=0, atol=1e-6)
+    np.testing.assert_allclose(pooled, max_pool(full.weights, 64), rtol=0, atol=1e-5)
     first_share = np.stack([summary[1] for summary in streamed.summaries])  # (L, H)
     table = head_statistics(full)
     np.testing.assert_allclose(first_share.ravel(), table["first"].to_numpy(), atol=1e-5)
