@@ -49,7 +49,7 @@ page = st.navigation({
         st.Page("pages/encoder_layer.py", title="Inside one encoder layer", icon=":material/layers:"),
         st.Page("pages/fine_tuning.py", title="Fine-tuning a classifier", icon=":material/model_training:"),
     ],
-}, expanded=True)  # every page in the menu: Streamlit otherwise folds it after ten under "View more"
+}, position="top")  # every page in the top bar's two menus; the sidebar starts with the input
 if page.url_path == "attention_maps":  # before any widget: the link's values come along
     st.switch_page(MAPS, query_params=st.query_params.to_dict())
 view = LinkedView.restore(page)  # the URL's view into the session, before any widget exists

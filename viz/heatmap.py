@@ -109,7 +109,9 @@ def matrix_heatmap(
         xaxis=_axis(tokens, x_step, x_categories, side="top", tickangle=angle,
                     title=axis_titles[1], automargin=True),
         yaxis=_axis(rows, y_step, y_categories, autorange="reversed",
-                    title=axis_titles[0], scaleanchor="x"),
+                    title=axis_titles[0], scaleanchor="x",
+                    # square cells leave room above or below: keep the map under its key labels
+                    constrain="domain", constraintoward="top"),
     )
     return figure
 

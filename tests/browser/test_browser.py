@@ -133,9 +133,9 @@ def test_every_page_opened_directly_renders_with_the_sidebar(app_url, page):
         assert_clean(page)
 
 
-def test_the_menu_shows_every_page_without_folding(app_url, page):
-    """Streamlit folds a long menu after ten pages ("View N more"); app.py asks for it expanded:
-    every page's title is a visible link in the sidebar."""
+def test_the_menu_reaches_every_page_without_folding(app_url, page):
+    """Every page of app.py is one click away: the top bar's section menus list them all (a
+    sidebar menu folds after ten pages under "View N more", and pushes the sentence box down)."""
     import ast
 
     from tests.app_support import ROOT
@@ -146,11 +146,21 @@ def test_the_menu_shows_every_page_without_folding(app_url, page):
               and not any(k.arg == "visibility" for k in node.keywords)]
     assert len(titles) >= 20
     visit(page, app_url, PAGES[0][0], PAGES[0][1])
-    links = page.locator('[data-testid="stSidebarNavLink"]')
-    links.first.wait_for(timeout=60_000)
-    shown = [text.strip().splitlines()[-1] for text in links.all_inner_texts()]  # after the icon
+    sections = page.locator('[data-testid="stTopNavSection"]')
+    sections.first.wait_for(timeout=60_000)
+    shown = []
+    for index in range(sections.count()):
+        sections.nth(index).click()
+        links = page.locator('[data-testid="stTopNavDropdownLink"]')
+        links.first.wait_for(timeout=10_000)
+        for link in range(links.count()):
+            assert links.nth(link).is_visible()
+            box = links.nth(link).bounding_box()
+            assert box["y"] + box["height"] <= page.viewport_size["height"]  # not cut off
+        shown += [text.strip().splitlines()[-1] for text in links.all_inner_texts()]
+        page.keyboard.press("Escape")
+        page.wait_for_timeout(300)
     assert sorted(shown) == sorted(titles)
-    for index in range(links.count()):
-        assert links.nth(index).is_visible()
     assert page.get_by_text("View", exact=False).filter(has_text="more").count() == 0
+    assert page.locator('[data-testid="stSidebar"]').get_by_text("Sentence").first.is_visible()
     assert_clean(page)
