@@ -154,8 +154,16 @@ def run_corpus(corpus_path: Path | str, out: Path | str, model: str = "encoder",
         return json.loads((out / SUMMARY).read_text(encoding="utf-8"))
     work = out / WORK
     started = time.perf_counter()
-    plan = Plan.load(work) or make_plan(loaded, corpus, work, settings.batch_size,
-                                        settings.max_tokens, settings.limit, most)
+    plan = Plan.load(work)
+    if plan is None:
+        try:
+            plan = make_plan(loaded, corpus, work, settings.batch_size, settings.max_tokens,
+                             settings.limit, most)
+        except BaseException:  # a bad corpus leaves no job behind
+            shutil.rmtree(work, ignore_errors=True)
+            if out.is_dir() and not any(out.iterdir()):
+                out.rmdir()
+            raise
     setup = BatchSetup(plan.token_limit, sampling_for(plan, settings.seed))
     sizes = _block_passages(work)
     finished = done_blocks(work)
