@@ -2,7 +2,7 @@ import streamlit as st
 
 from models.corpus.columns import MEASURE_HELP, MEASURES
 from models.corpus.layout import methods
-from models.limits import CORPUS_UPLOAD_BYTES, CORPUS_UPLOAD_PASSAGES, MIB, MODEL_NAME_CHARS
+from models.limits import MODEL_NAME_CHARS
 from ui import charts, corpus_cache
 from ui.routing import through_app
 from ui.state import index_slider
@@ -25,11 +25,8 @@ result = None
 if source == SHIPPED:
     result = corpus_cache.default_result()
 elif source == UPLOAD:
-    upload = st.file_uploader(
-        f"Plain text (one passage per line, or separated by blank lines), CSV or JSONL with a "
-        f"'text' column, or Parquet: at most {CORPUS_UPLOAD_BYTES // MIB} MB and "
-        f"{CORPUS_UPLOAD_PASSAGES:,} passages", type=["txt", "csv", "jsonl", "parquet"],
-        key="corpus_upload")
+    upload = st.file_uploader(corpus_cache.upload_label(),
+                              type=["txt", "csv", "jsonl", "parquet"], key="corpus_upload")
     if upload is not None:
         result = corpus_cache.uploaded_result(upload.name, upload.getvalue())
 else:

@@ -88,6 +88,13 @@ def default_result() -> CorpusResult | None:
                                     "Analysing the shipped corpus (once per server)"))
 
 
+def upload_label() -> str:
+    """What the upload box takes, with its bounds."""
+    return ("Plain text (one passage per line, or separated by blank lines), CSV or JSONL with a "
+            f"'text' column, or Parquet: at most {CORPUS_UPLOAD_BYTES // MIB} MB and "
+            f"{CORPUS_UPLOAD_PASSAGES:,} passages")
+
+
 def uploaded_result(name: str, data: bytes) -> CorpusResult | None:
     """An uploaded corpus's analysis, or None after saying why there is none."""
     if len(data) > CORPUS_UPLOAD_BYTES:

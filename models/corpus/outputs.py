@@ -24,8 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from models.analysis.statistics import head_labels
-from models.corpus.blocks import (DISTANCES, KEYS, PASSAGES, POINTS, QUERIES, block_folder,
-                                  read_distances)
+from models.corpus.blocks import KEYS, PASSAGES, POINTS, QUERIES, block_folder, read_distances
 from models.corpus.columns import COUNT, MEAN, MEASURES, STATISTICS, STD
 from models.corpus.distances import DistanceSum
 from models.corpus.plan import TEXTS_FILE, Plan
@@ -81,7 +80,6 @@ def _replace(partial: Path, target: Path) -> None:
 def assemble(work: Path, out: Path, plan: Plan, summary: dict) -> dict:
     """Write the output folder from the work folder's blocks, then corpus.json (`summary` and
     what assembling counted); returns what corpus.json holds."""
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     shape = plan.shape
