@@ -31,6 +31,7 @@ from models.corpus.plan import TEXTS_FILE, Plan, make_plan, planned_batches
 from models.corpus.reading import CorpusFile, describe
 from models.corpus.sampling import sampling_for
 from models.limits import CORPUS_BATCH_SIZE
+from models.store.byte_cache import release_freed_memory
 
 WORK = ".work"
 JOB_FILE = "job.json"
@@ -182,6 +183,7 @@ def run_corpus(corpus_path: Path | str, out: Path | str, model: str = "encoder",
         if engine == LOCAL:
             for batch in planned_batches(work, remaining):
                 writer.add(measure_batch(loaded, batch, setup))
+                release_freed_memory()  # a batch's maps: freed, and handed back to the system
                 measured(len(batch))
         else:
             from models.corpus.ray_engine import run_on_ray

@@ -140,32 +140,33 @@ def _write_heads(out: Path, shape, moments: dict[str, Moments], even_bits: float
 
 
 def _write_embedding(work: Path, out: Path, plan: Plan, sampled: int) -> None:
+    """The blocks' points, queries and keys as one file each, written block by block with plain
+    writes (a memory map would count every page written in the process's resident memory)."""
     import pyarrow.parquet as pq
 
     shape = plan.shape
     partial = out / f"{EMBEDDING}.partial"
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir()
-    queries = np.lib.format.open_memmap(partial / QUERIES, mode="w+", dtype=np.float16,
-                                        shape=(sampled, shape.layers, shape.heads,
-                                               shape.head_width))
-    keys = np.lib.format.open_memmap(partial / KEYS, mode="w+", dtype=np.float16,
-                                     shape=(sampled, shape.layers, shape.kv_heads,
-                                            shape.head_width))
-    writer = None
-    start = 0
-    for block in range(plan.blocks):
-        folder = block_folder(work, block)
-        points = pq.read_table(folder / POINTS)
-        if writer is None:
-            writer = pq.ParquetWriter(partial / POINTS, points.schema)
-        writer.write_table(points)
-        stop = start + points.num_rows
-        queries[start:stop] = np.load(folder / QUERIES)
-        keys[start:stop] = np.load(folder / KEYS)
-        start = stop
-    writer.close()
-    queries.flush()
-    keys.flush()
-    del queries, keys
+    shapes = {QUERIES: (sampled, shape.layers, shape.heads, shape.head_width),
+              KEYS: (sampled, shape.layers, shape.kv_heads, shape.head_width)}
+    files = {name: (partial / name).open("wb") for name in shapes}
+    try:
+        for name, handle in files.items():
+            np.lib.format.write_array_header_1_0(handle, {
+                "descr": np.lib.format.dtype_to_descr(np.dtype(np.float16)),
+                "fortran_order": False, "shape": shapes[name]})
+        writer = None
+        for block in range(plan.blocks):
+            folder = block_folder(work, block)
+            points = pq.read_table(folder / POINTS)
+            if writer is None:
+                writer = pq.ParquetWriter(partial / POINTS, points.schema)
+            writer.write_table(points)
+            for name, handle in files.items():
+                handle.write(np.ascontiguousarray(np.load(folder / name), np.float16).tobytes())
+        writer.close()
+    finally:
+        for handle in files.values():
+            handle.close()
     _replace(partial, out / EMBEDDING)
