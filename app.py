@@ -34,6 +34,7 @@ page = st.navigation({
         st.Page("pages/cross_attention.py", title="Cross-attention (translation)", icon=":material/translate:"),
         st.Page("pages/head_finder.py", title="Head finder", icon=":material/search:"),
         st.Page("pages/head_detectors.py", title="Head detectors", icon=":material/radar:"),
+        st.Page("pages/corpus.py", title="Corpus: heads over many passages", icon=":material/library_books:"),
         st.Page("pages/ablation.py", title="Ablation and knockout", icon=":material/block:"),
         st.Page("pages/activation_patching.py", title="Activation patching", icon=":material/swap_horiz:"),
         st.Page("pages/logit_lens.py", title="Logit lens", icon=":material/visibility:"),

