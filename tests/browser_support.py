@@ -44,6 +44,8 @@ PAGES = [
     ("logit_attribution", "Direct logit attribution"),
     ("encoder_layer", "Inside one encoder layer"),
     ("fine_tuning", "Fine-tuning a classifier"),
+    ("corpus", "Corpus: every head over many passages"),
+    ("lessons", "Lessons"),
 ]
 
 

@@ -13,7 +13,6 @@ from typing import TypeVar
 
 import numpy as np
 
-from models.scratch.encoder import Encoder
 from models.teaching.masks import PaddedBatch, padded_batch, with_mask_style
 from models.teaching.positions import (cosine_similarity, learned_position_count, learned_positions,
                               sinusoidal_encoding)
@@ -36,10 +35,6 @@ ENTROPY_LARGEST_DIMENSION = 4096
 
 def scratch_source(name: str, seed: int, copied: bool) -> ModelSource:
     return ModelSource(SCRATCH_COPIED if copied else SCRATCH_RANDOM, name, seed)
-
-
-def _encoder(name: str, seed: int, copied: bool) -> Encoder:
-    return cache.loaded(scratch_source(name, seed, copied)).model
 
 
 def scratch_runner(name: str, seed: int, copied: bool, causal: bool) -> LoadedSource:

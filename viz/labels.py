@@ -10,7 +10,6 @@ from __future__ import annotations
 import html
 from functools import lru_cache
 
-import numpy as np
 
 BYTE_LEVEL_MARKERS = ("Ġ", "Ċ")  # a space, a newline: present in almost any byte-level text
 

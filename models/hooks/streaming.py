@@ -13,7 +13,6 @@ Dimensions: L layers, H heads, T tokens, Q/K query/key positions.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +22,6 @@ import numpy as np
 import torch
 
 from models.analysis.norms import value_norms
-from models.hooks import points
 from models.hooks.layer_inputs import LayerInputs
 from models.hooks.capture import LayerCapture, forward_inputs, num_layers, run_streamed
 from models.hooks.run import LayerPlan, Run, run_model
