@@ -21,7 +21,8 @@ from models.experiments.ablation import (NoPrediction, no_prediction_message, pr
                                          word_token_ids)
 from models.experiments.predictions import Candidate, readable, top_candidates
 from models.hooks.capture import forward_inputs
-from models.hooks.install import HOOKED, stacks
+from models.hooks.install import HOOKED
+from models.hooks.layouts import stacks
 from models.hooks.run import Run, run_model
 from models.loading.tokenize import EncodedText
 

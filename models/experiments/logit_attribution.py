@@ -35,7 +35,8 @@ from models.experiments.contrast import (LogitDifference, language_model, logit_
                                          prompt)
 from models.hooks import points
 from models.hooks.capture import num_layers
-from models.hooks.install import get_output_embeddings, output_weight, stacks, submodule
+from models.hooks.install import get_output_embeddings, output_weight
+from models.hooks.layouts import stacks, submodule
 from models.hooks.run import Run, run_model
 
 # How far the decomposition may be from the model's own numbers (relative) before a model's

@@ -20,7 +20,8 @@ import torch
 from torch import nn
 
 from models.hooks import points
-from models.hooks.install import HOOKED, install, output_weight, stacks
+from models.hooks.install import HOOKED, install, output_weight
+from models.hooks.layouts import stacks
 from models.hooks.run import LayerPlan, Run, run_model
 
 __all__ = ["CapturedRun", "Intervention", "LayerCapture", "install", "run_captured",

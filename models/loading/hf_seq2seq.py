@@ -23,7 +23,7 @@ from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING_
 
 from models.errors import ModelLoadError
 from models.hooks import points
-from models.hooks.install import stacks
+from models.hooks.layouts import stacks
 from models.hooks.record import AttentionRecord
 from models.hooks.run import Run, run_model
 from models.limits import MAX_SOURCE_TOKENS, MAX_TARGET_TOKENS
