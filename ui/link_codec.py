@@ -243,7 +243,9 @@ def _as_number(text: str) -> int | float:
 
 def _as_whole(text: str) -> int:
     number = _as_number(text)
-    if float(number) != int(number):
+    if isinstance(number, int):  # exact: a float of a 300-digit int would not equal it
+        return number
+    if not number.is_integer():
         raise Refused("is not a whole number")
     return int(number)
 
