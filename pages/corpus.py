@@ -2,7 +2,7 @@ import streamlit as st
 
 from models.corpus.columns import MEASURE_HELP, MEASURES
 from models.corpus.layout import methods
-from models.limits import MODEL_NAME_CHARS
+from models.limits import CORPUS_UPLOAD_MIB, MODEL_NAME_CHARS
 from ui import charts, corpus_cache
 from ui.routing import through_app
 from ui.state import index_slider
@@ -26,7 +26,8 @@ if source == SHIPPED:
     result = corpus_cache.default_result()
 elif source == UPLOAD:
     upload = st.file_uploader(corpus_cache.upload_label(),
-                              type=["txt", "csv", "jsonl", "parquet"], key="corpus_upload")
+                              type=["txt", "csv", "jsonl", "parquet"], key="corpus_upload",
+                              max_upload_size=CORPUS_UPLOAD_MIB)
     if upload is not None:
         result = corpus_cache.uploaded_result(upload.name, upload.getvalue())
 else:

@@ -5,7 +5,7 @@ from models.errors import ModelLoadError, first_sentence
 from models.experiments.finetune import (DEFAULT_EPOCHS, PRETRAINED, SCRATCH, SCRATCH_EPOCH_FACTOR,
                              default_settings)
 from models.experiments.labelled_data import LabelledDataError, load_shipped, parse_csv
-from models.limits import KIB, LABELLED_ROWS, PAGE_EPOCHS, UPLOAD_BYTES
+from models.limits import FINE_TUNING_UPLOAD_MIB, KIB, LABELLED_ROWS, PAGE_EPOCHS, UPLOAD_BYTES
 from ui import charts, finetune_cache
 from ui.routing import through_app
 from ui.state import sidebar_input
@@ -36,7 +36,8 @@ source = st.radio("Labelled sentences", (SHIPPED, UPLOADED), horizontal=True,
                                UPLOADED: "Your CSV file"}.get)
 if source == UPLOADED:
     upload = st.file_uploader("CSV with two columns: text, label (a whole number per class)",
-                              type=["csv"], key="fine_tuning_upload")
+                              type=["csv"], key="fine_tuning_upload",
+                              max_upload_size=FINE_TUNING_UPLOAD_MIB)
     st.caption(f"At most {LABELLED_ROWS} rows and {UPLOAD_BYTES // KIB} KB; a header row is "
                "optional; a quarter of each class is held out to measure accuracy.")
     if upload is None:

@@ -8,9 +8,10 @@ with the setting on, whole (up to models.limits.LONG_TOKENS) by one streamed for
 layer's maps are reduced as soon as they exist and let go, each layer's input is written to disk,
 and any head, row or window is computed again from its layer's input when a view asks.
 
-The streamed forward runs once per text for the whole server (one at a time: each holds one
-layer's maps, about 600 MB at 4,096 tokens on SmolLM2), with a progress bar; its result, and every
-head, row or window computed from it, is kept in the byte-bounded trace store.
+The streamed forward runs once per text for the whole server, with a progress bar, and one at a
+time (each holds one layer's maps, about 600 MB at 4,096 tokens on SmolLM2): other sessions wait
+in a line (`WaitingLine`), see their place in it and may cancel. Its result, and every head, row
+or window computed from it, is kept in the byte-bounded trace store.
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ import threading
 import uuid
 import weakref
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import streamlit as st
 
@@ -44,7 +47,10 @@ from ui.state import current_trace, loaded_source, sidebar_input
 from ui.text import plain
 
 READ_ALL = "sb_read_all"  # session key: read a long text whole, layer by layer
-_ONE_AT_A_TIME = threading.Lock()
+CANCELLED = "long_read_cancelled"  # session key: the session left the line of long reads
+CANCEL_KEY = "long_read_cancel"  # the waiting session's Cancel button
+WAIT_POLL_S = 0.5  # how often a waiting session's place is shown again (and its run may stop)
+Value = TypeVar("Value")
 _SPILLS: OrderedDict[str, LayerInputs] = OrderedDict()
 _SPILLS_LOCK = threading.Lock()
 
@@ -87,6 +93,8 @@ def read_setting() -> None:
     found = length(given.source, given.text, given.pair)
     if found is None:
         return
+    if st.session_state.pop(CANCELLED, False):
+        st.caption("You left the line of long texts: the pages read the first part of yours.")
     st.toggle(
         f"Read all {found.tokens:,} tokens, layer by layer", key=READ_ALL,
         help=f"Off, the pages read the first {found.kept} tokens with every map kept. On, the "
@@ -182,16 +190,99 @@ def _forget(kept: LayerInputs) -> None:
     kept.delete()
 
 
-def one_at_a_time(work):
-    """Run `work` when no other long forward is running on the server."""
-    if not _ONE_AT_A_TIME.acquire(blocking=False):
-        with st.spinner("Another long input is being read on this server; yours starts when it "
-                        "finishes…"):
-            _ONE_AT_A_TIME.acquire()
-    try:
-        return work()
-    finally:
-        _ONE_AT_A_TIME.release()
+class WaitingLine:
+    """Long forwards one at a time, server-wide, in the order sessions asked for them.
+
+    The first place in the line runs; every other place knows how many are ahead of it. A place
+    is left in a `finally`, whatever ends it: the work done, an error, or the session's run
+    stopped while it waited (Cancel, a rerun or a closed tab make Streamlit raise in the waiting
+    thread, at the next `st` call: the notice `waiting` shows each poll).
+    """
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._line: list[object] = []
+
+    def join(self) -> object:
+        """A new place at the end of the line (its ticket)."""
+        ticket = object()
+        with self._changed:
+            self._line.append(ticket)
+        return ticket
+
+    def ahead(self, ticket: object) -> int:
+        """How many places are ahead of `ticket` (0: its turn)."""
+        with self._changed:
+            return self._line.index(ticket)
+
+    def wait(self, ticket: object, timeout: float) -> int:
+        """Wait until the line moves or `timeout` seconds pass; how many are ahead now."""
+        with self._changed:
+            if self._line.index(ticket):
+                self._changed.wait(timeout)
+            return self._line.index(ticket)
+
+    def leave(self, ticket: object) -> None:
+        with self._changed:
+            if ticket in self._line:
+                self._line.remove(ticket)
+            self._changed.notify_all()
+
+    def __len__(self) -> int:
+        with self._changed:
+            return len(self._line)
+
+    def run(self, work: Callable[[], Value], waiting: Callable[[int], None]) -> Value:
+        """`work()` once every place ahead has left; meanwhile `waiting(places ahead)` at least
+        every WAIT_POLL_S seconds (whatever it raises leaves the line)."""
+        ticket = self.join()
+        try:
+            ahead = self.ahead(ticket)
+            while ahead:
+                waiting(ahead)
+                ahead = self.wait(ticket, WAIT_POLL_S)
+            return work()
+        finally:
+            self.leave(ticket)
+
+
+_LINE = WaitingLine()
+
+
+def place_text(ahead: int) -> str:
+    """What a waiting session reads about its place in the line."""
+    texts, they = ("text", "it finishes") if ahead == 1 else ("texts", "they finish")
+    return (f"{ahead} long {texts} ahead of yours: this server reads one long text at a time, and "
+            f"yours starts when {they}.")
+
+
+def _cancel_reading() -> None:
+    """Cancel's callback: read the first part of the text instead (before the next run)."""
+    st.session_state[READ_ALL] = False
+    st.session_state[CANCELLED] = True
+
+
+def one_at_a_time(work: Callable[[], Value]) -> Value:
+    """Run `work` when no other long forward is running on the server (WaitingLine). While it
+    waits, the session sees its place in the line and a Cancel button; its place is dropped when
+    its run stops (Cancel, a rerun, a closed tab)."""
+    notice = None
+    place = None
+
+    def waiting(ahead: int) -> None:
+        nonlocal notice, place
+        if notice is None:
+            notice = st.empty()
+            with notice.container():
+                place = st.empty()
+                st.button("Cancel", key=CANCEL_KEY, on_click=_cancel_reading,
+                          help="Leave the line: the pages read the first part of the text.")
+        place.info(place_text(ahead), icon=":material/hourglass_top:")
+
+    result = _LINE.run(work, waiting)
+    if notice is not None:
+        notice.empty()
+    return result
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,13 @@
 `scratch-copied`: the values of the kinds models/loading/kinds/ offers the sidebar), followed by
 `:name` when the model is not the built-in one of that kind: `model=decoder`,
 `model=pretrained:bert-base-uncased`. The name is what the user typed in the sidebar and loaded,
-so a link never shows a server path the user did not type. Opening a link loads a Hub id the way
-the sidebar's Load button does; a local folder is followed only in the session that loaded it (so
-back and forward work there), never opened for anyone else: they get the built-in model and a
-note asking them to load the folder themselves.
+so a link never shows a server path the user did not type. Opening a link never loads a model:
+a model is followed only in the session that loaded it (so back and forward work there); anyone
+else gets the built-in model, a note, and the link's model in the sidebar's box with a button
+asking "Load <name>?".
+
+Every value is read totally: a value that cannot be used (a number of thousands of digits, NaN, a
+word where a number goes) is left out with a note, never an exception.
 
 ui/links.py decides, run by run, when a URL is read and when it is written.
 """
@@ -34,13 +37,13 @@ from pathlib import Path
 
 import streamlit as st
 
-from models.errors import ModelLoadError
-from models.limits import LINK_CONTROL_CHARS, MAX_SEED, MAX_TEXT_CHARS, MODEL_NAME_CHARS
+from models.limits import (LINK_CONTROL_CHARS, LINK_NUMBER_DIGITS, MAX_SEED, MAX_TEXT_CHARS,
+                           MODEL_NAME_CHARS)
 from models.loading import kinds
 from models.loading.kinds import KindSpec, default_kind
 from models.loading.pretrained import model_identity
-from ui import cache
-from ui.state import DEFAULT_TEXT, LOADED_NAMES, name_slot, sidebar_name
+from ui.state import (DEFAULT_TEXT, LOADED_NAMES, MODEL_INPUT, OFFERED, ModelOffer, name_slot,
+                      sidebar_name)
 
 SHARED = ("text", "pair", "model", "seed", "merge", "hide", "long")
 RESERVED = frozenset(SHARED) | {"embed", "embed_options"}  # Streamlit keeps the last two
@@ -221,9 +224,15 @@ def _as_bool(text: str) -> bool:
 
 
 def _as_number(text: str) -> int | float:
+    """A number read from a link; refused before it is converted when it has more digits than any
+    control can use (Python reads no int of more than 4,300 digits, a float overflows above
+    about 1.8e308), and when it is not finite."""
     text = text.strip()
     if not NUMBER.fullmatch(text):
         raise Refused("is not a number")
+    mantissa = re.split(r"[eE]", text)[0]
+    if sum(character.isdigit() for character in mantissa) > LINK_NUMBER_DIGITS:
+        raise Refused(f"has more than {LINK_NUMBER_DIGITS} digits")
     if re.fullmatch(r"[+-]?\d+", text):
         return int(text)
     value = float(text)
@@ -234,7 +243,9 @@ def _as_number(text: str) -> int | float:
 
 def _as_whole(text: str) -> int:
     number = _as_number(text)
-    if float(number) != int(number):
+    if isinstance(number, int):  # exact: a float of a 300-digit int would not equal it
+        return number
+    if not number.is_integer():
         raise Refused("is not a whole number")
     return int(number)
 
@@ -355,7 +366,12 @@ def _offered(value: str) -> KindSpec | None:
 
 
 def _model_from_link(value: str, notes: list[str]) -> tuple[str, str]:
-    """The kind and model name a link's `model` names, or the built-in model with a note."""
+    """The kind and model name a link's `model` names, or the built-in model with a note.
+
+    A link never loads a model: a model this session has not loaded (a Hub id or a folder) is
+    put in the sidebar's box with a button asking to load it (ui.state.ModelOffer), and the
+    built-in model of the kind is shown meanwhile.
+    """
     kind_text, _, name = value.partition(":")
     kind = _offered(kind_text.strip())
     if kind is None:
@@ -372,17 +388,13 @@ def _model_from_link(value: str, notes: list[str]) -> tuple[str, str]:
     if len(name) > MODEL_NAME_CHARS:
         notes.append("The link's model name is too long; showing the built-in model.")
         return fallback
-    if model_identity(name).startswith("folder:"):
-        notes.append(f"The link names the local folder {quoted(name)}, which this session has not "
-                     "loaded; showing the built-in model. Load the folder in the sidebar "
-                     "(Use another pretrained model) to see it.")
-        return fallback
-    try:
-        cache.named(kind.value, name)
-    except ModelLoadError as error:
-        notes.append(f"{error} Showing the built-in model instead.")
-        return fallback
-    return kind.value, name
+    what = "local folder" if model_identity(name).startswith("folder:") else "model"
+    state[MODEL_INPUT] = name
+    state[OFFERED] = ModelOffer(kind.value, name)
+    notes.append(f"The link names the {what} {quoted(name)}, which this session has not loaded; "
+                 "showing the built-in model until you load it with the sidebar's button (Use "
+                 "another pretrained model).")
+    return fallback
 
 
 def apply_shared(incoming: dict[str, str], whole: bool, notes: list[str]) -> None:
@@ -398,6 +410,7 @@ def apply_shared(incoming: dict[str, str], whole: bool, notes: list[str]) -> Non
     if "pair" in incoming or whole:
         state["sb_pair"] = incoming.get("pair", "")[:MAX_TEXT_CHARS]
     if "model" in incoming or whole:
+        state.pop(OFFERED, None)
         kind, name = _model_from_link(incoming.get("model", default_kind().value), notes)
         state["sb_kind"] = kind
         state[name_slot(kind)] = name

@@ -127,8 +127,12 @@ class LinkedView:
             state[key] = view.applied[key] = value
         if view._is_new_link():
             whole = "text" in view.incoming
-            apply_shared(view.incoming, whole, view.notes)
-            view._apply_controls(whole)
+            try:
+                apply_shared(view.incoming, whole, view.notes)
+                view._apply_controls(whole)
+            except Exception:  # the codec reads every value totally: this is the last line
+                logger.exception("page %s could not read its link", page.url_path)
+                view.notes.append("This link could not be read; the page is shown without it.")
             state[WRITTEN] = dict(view.incoming)  # the address bar's query until the next write
         return view
 

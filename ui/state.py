@@ -27,6 +27,8 @@ MODEL_NAME = "model_name"  # session key: the pretrained encoder in use
 DECODER_NAME = "decoder_name"  # session key: the pretrained causal decoder in use
 LOAD_MESSAGE = "model_load_message"
 LOADED_NAMES = "loaded_model_names"  # session key: the names this session loaded with the sidebar
+MODEL_INPUT = "sb_model_input"  # the sidebar's box for another model's id or folder
+OFFERED = "model_offered"  # session key: a model a link named and this session has not loaded
 CORRECTED = "corrected_keys"  # session key: index pickers that moved an impossible value this run
 # Presenter mode: larger, darker text, less padding above the page, for a 1280 x 720 projector
 PRESENTER_CSS = """<style>
@@ -39,9 +41,35 @@ html { font-size: 18px; }
 .stMainBlockContainer, .block-container { padding-top: 3.5rem !important; padding-bottom: 1rem; }
 </style>"""
 
+@dataclass(frozen=True)
+class ModelOffer:
+    """A model a link named that this session has not loaded: the sidebar asks "Load <name>?"
+    (a link never loads a model by itself)."""
+
+    kind: str
+    name: str
+
+
+def _load_offered() -> None:
+    """Button callback: load the model a link named, as the kind the link gave it."""
+    offer = st.session_state.pop(OFFERED, None)
+    if offer is None:
+        return
+    try:
+        cache.named(offer.kind, offer.name)
+    except (ModelLoadError, ValueError) as error:
+        st.session_state[LOAD_MESSAGE] = ("error", str(error))
+        return
+    st.session_state[name_slot(offer.kind)] = offer.name
+    st.session_state["sb_kind"] = offer.kind
+    st.session_state.setdefault(LOADED_NAMES, set()).add(offer.name)
+    st.session_state[LOAD_MESSAGE] = ("success", f"Loaded '{offer.name}'.")
+
+
 def _load_other_model() -> None:
     """Button callback: switch models only when the new one loads (an encoder, else a decoder)."""
-    name = st.session_state.get("sb_model_input", "").strip()
+    st.session_state.pop(OFFERED, None)
+    name = st.session_state.get(MODEL_INPUT, "").strip()
     try:
         cache.pretrained(name)
         kind = PRETRAINED
@@ -104,10 +132,15 @@ def sidebar(after_model=None) -> None:
                        "its pieces' columns, so rows still add up to 1.")
         st.toggle("Hide special tokens", key="sb_hide_special",
                   help="Drops [CLS], [SEP] and the like; every row is renormalised to 1.")
-        with st.expander("Use another pretrained model"):
-            st.text_input("Hugging Face model id or local folder", key="sb_model_input",
+        offer = st.session_state.get(OFFERED)
+        with st.expander("Use another pretrained model", expanded=offer is not None):
+            st.text_input("Hugging Face model id or local folder", key=MODEL_INPUT,
                           max_chars=MODEL_NAME_CHARS,
                           placeholder="bert-base-uncased, gpt2 or /path/to/folder")
+            if offer is not None:
+                st.button(f"Load {plain(offer.name)}?", key="sb_model_offer", on_click=_load_offered,
+                          type="primary", help="The link you opened names this model; it is "
+                                               "loaded only when you ask.")
             st.button("Load", key="sb_model_load", on_click=_load_other_model)
             st.caption("Only .safetensors weights are read and no remote code runs. "
                        + cache.kept_models_notice())

@@ -18,12 +18,14 @@ from models.loading.conversion_cache import Progress, manifest_stamp, no_progres
 from models.errors import ModelLoadError
 from models.limits import DECODER_ATTENTION_BYTES
 from models.loading.embedded import DEFAULT_DECODER
+from models.loading.loader_checks import reading_boundary
 from models.loading.pretrained import (ENCODER_TYPES, LoadedModel, build_checked, checked_config,
-                               checked_folder)
+                                       checked_folder, token_limit, whole)
 
 # Model types with a causal-LM class, minus encoders that merely have one (BertLMHeadModel, ...).
 CAUSAL_TYPES = frozenset(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES) - ENCODER_TYPES
 KNOWN_TYPES = frozenset(CONFIG_MAPPING_NAMES)  # read any config, then say why it is not causal
+DECODER_POSITIONS = 1024  # a decoder's positions when its config names none (GPT-2's)
 
 def load_decoder(
     name: str = DEFAULT_DECODER, progress: Progress | None = None, cache_dir: Path | None = None
@@ -66,29 +68,24 @@ def load_causal_lm(name: str, source: str | Path | None = None) -> LoadedModel:
     whose weights do not cover it after, and weights are float32 so each attention row sums to
     1 within the record's tolerance.
     """
-    folder = checked_folder(name, source)
-    config = checked_config(name, folder, KNOWN_TYPES)
-    if config.model_type not in CAUSAL_TYPES or getattr(config, "is_encoder_decoder", False):
-        raise ModelLoadError(
-            f"Could not load '{name}': it is a '{config.model_type}' model, not a causal "
-            "language model (a decoder such as gpt2 or llama)."
-        )
-    model, tokenizer, _ = build_checked(name, folder, config, AutoModelForCausalLM)
-    max_tokens = _max_tokens(config, tokenizer)
+    with reading_boundary(name, source):
+        folder = checked_folder(name, source)
+        config = checked_config(name, folder, KNOWN_TYPES)
+        if config.model_type not in CAUSAL_TYPES or getattr(config, "is_encoder_decoder", False):
+            raise ModelLoadError(
+                f"Could not load '{name}': it is a '{config.model_type}' model, not a causal "
+                "language model (a decoder such as gpt2 or llama)."
+            )
+        model, tokenizer, _ = build_checked(name, folder, config, AutoModelForCausalLM)
+        max_tokens = _max_tokens(name, config, tokenizer)
     return LoadedModel(name=name, model=model, tokenizer=tokenizer, max_tokens=max_tokens)
 
 
-def _max_tokens(config, tokenizer) -> int:
-    """The model's position limit, capped so one record's attentions stay within the budget."""
-    positions = _whole(getattr(config, "max_position_embeddings", None)) or 1024
-    tokenizer_limit = _whole(getattr(tokenizer, "model_max_length", None)) or positions
-    maps = max(1, _whole(config.num_hidden_layers) * _whole(config.num_attention_heads))
+def _max_tokens(name: str, config, tokenizer) -> int:
+    """The model's token limit (models.loading.pretrained.token_limit), capped so one record's
+    attentions stay within the budget."""
+    limit = token_limit(name, config, tokenizer, DECODER_POSITIONS)
+    maps = max(1, whole(getattr(config, "num_hidden_layers", None))
+               * whole(getattr(config, "num_attention_heads", None)))
     budget = math.isqrt(DECODER_ATTENTION_BYTES // (maps * 4))  # 4 bytes per float32 weight
-    return max(1, int(min(positions, tokenizer_limit, budget)))
-
-
-def _whole(value) -> int:
-    """A config or tokenizer size as a positive int, or 0 when it is missing or not a number."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 1:
-        return 0
-    return int(min(value, 2**31))
+    return max(1, min(limit, budget))

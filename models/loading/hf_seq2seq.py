@@ -27,8 +27,9 @@ from models.hooks.layouts import stacks
 from models.hooks.record import AttentionRecord
 from models.hooks.run import Run, run_model
 from models.limits import MAX_SOURCE_TOKENS, MAX_TARGET_TOKENS
+from models.loading.loader_checks import reading_boundary
 from models.loading.pretrained import (ENCODER_TYPES, LoadedModel, build_checked, checked_config,
-                               checked_folder)
+                                       checked_folder, token_limit)
 from models.loading.tokenize import first_item_attentions
 
 SEQ2SEQ_TYPES = frozenset(MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES)
@@ -73,18 +74,20 @@ def load_seq2seq(name: str) -> LoadedModel:
     the same checks as every model (models/loading/pretrained.py's `checked_folder`, `checked_config`).
     """
     name = (name or "").strip()
-    folder = checked_folder(name)
-    config = checked_config(name, folder, KNOWN_TYPES)
-    if not getattr(config, "is_encoder_decoder", False) or config.model_type not in SEQ2SEQ_TYPES:
-        raise ModelLoadError(
-            f"Could not load '{name}': it is a '{config.model_type}' model ({_kind(config.model_type)}), "
-            f"and this page needs an encoder–decoder such as {EXAMPLES}."
-        )
-    model, tokenizer, _ = build_checked(name, folder, config, AutoModelForSeq2SeqLM)
-    positions = getattr(config, "max_position_embeddings", None) or MAX_SOURCE_TOKENS
-    tokenizer_limit = getattr(tokenizer, "model_max_length", positions) or positions
+    with reading_boundary(name):
+        folder = checked_folder(name)
+        config = checked_config(name, folder, KNOWN_TYPES)
+        if not getattr(config, "is_encoder_decoder", False) \
+                or config.model_type not in SEQ2SEQ_TYPES:
+            raise ModelLoadError(
+                f"Could not load '{name}': it is a '{config.model_type}' model "
+                f"({_kind(config.model_type)}), and this page needs an encoder–decoder such as "
+                f"{EXAMPLES}."
+            )
+        model, tokenizer, _ = build_checked(name, folder, config, AutoModelForSeq2SeqLM)
+        limit = token_limit(name, config, tokenizer, MAX_SOURCE_TOKENS)
     return LoadedModel(name=name, model=model, tokenizer=tokenizer,
-                       max_tokens=int(min(MAX_SOURCE_TOKENS, positions, tokenizer_limit)))
+                       max_tokens=min(MAX_SOURCE_TOKENS, limit))
 
 
 def decoder_start_id(loaded: LoadedModel) -> int:

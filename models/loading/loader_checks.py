@@ -3,12 +3,16 @@ is built, allocated or unpickled for a model that fails.
 
 - the name: not absurdly long, and a local folder only where the server allows local folders
   (the ATTENTION_EXPLORER_LOCAL_MODELS setting);
-- config.json: valid JSON, an object, whole numbers where sizes go;
-- the size: parameters estimated from config.json, refused above `limits.MODEL_BYTES`;
+- config.json: valid JSON, an object, whole numbers where sizes go, no number too large for any
+  model wherever it is;
+- the size: counted from the model the config builds (models/loading/size_checks.py), refused
+  above `limits.MODEL_BYTES`;
 - the weight files, before and after loading: models/loading/weight_checks.py.
 
-`reason` and the short forms of names and sizes word every check's message, and
-`loading_boundary` turns whatever else a library raises while building a model into one.
+`reason` and the short forms of names and sizes word every check's message; `reading_boundary`
+turns whatever else goes wrong while a model folder is read (a file nested too deeply to parse,
+an undecodable or unreadable file) into one, and `loading_boundary` does the same while a model
+is built.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from models.errors import ModelLoadError, first_sentence
-from models.limits import GIB, MIB, MODEL_BYTES, MODEL_NAME_CHARS, SAFETENSORS_HEADER_BYTES
+from models.limits import GIB, MIB, MODEL_NAME_CHARS, SAFETENSORS_HEADER_BYTES
 
 LOCAL_MODELS_ENV = "ATTENTION_EXPLORER_LOCAL_MODELS"
 ANY_FOLDER = "any"
@@ -32,8 +36,8 @@ NO_FOLDER = "off"
 
 CONFIG_FILE = "config.json"
 
-FLOAT32_BYTES = 4
 LARGEST_SIZE = 2**31  # no config size (width, layers, vocabulary, positions) is this large
+SHOWN_DIGITS = 40  # a number in a message is written out up to this many digits
 
 # config.json keys that hold a size: each must be a whole number >= 1 when present.
 WIDTH_KEYS = ("hidden_size", "n_embd", "d_model", "dim")
@@ -168,6 +172,14 @@ def read_config(name: str, folder: Path) -> dict:
             f"Could not load '{name}': its config.json is not valid JSON ({error.msg} at line "
             f"{error.lineno}, column {error.colno})."
         ) from error
+    except RecursionError as error:
+        raise ModelLoadError(
+            f"Could not load '{name}': its config.json is nested too deeply to be read."
+        ) from error
+    except ValueError as error:  # Python reads no whole number of more than 4,300 digits
+        raise ModelLoadError(
+            f"Could not load '{name}': its config.json holds a number too long to be read."
+        ) from error
     if not isinstance(config, dict):
         raise ModelLoadError(
             f"Could not load '{name}': its config.json holds a JSON {_json_kind(config)}, not "
@@ -202,9 +214,36 @@ def check_config_values(name: str, config: dict) -> None:
             )
         if not smallest <= value < LARGEST_SIZE:
             raise ModelLoadError(
-                f"Could not load '{name}': config.json's {key} is {value:,}, which no model can "
-                "have."
+                f"Could not load '{name}': config.json's {key} is {_count(value)}, which no model "
+                "can have."
             )
+    for key, value in _whole_numbers(config):
+        if abs(value) >= LARGEST_SIZE:
+            raise ModelLoadError(
+                f"Could not load '{name}': config.json's {short_name(key)} is {_count(value)}, "
+                "which no model can have."
+            )
+
+
+def _whole_numbers(config: dict) -> Iterator[tuple[str, int]]:
+    """Every whole number in a config, nested settings (a `text_config`, lists) included, with
+    the key it is under; walked without recursion, however deep."""
+    waiting = [(str(key), value) for key, value in config.items()]
+    while waiting:
+        key, value = waiting.pop()
+        if isinstance(value, dict):
+            waiting.extend((str(inner), item) for inner, item in value.items())
+        elif isinstance(value, list):
+            waiting.extend((key, item) for item in value)
+        elif isinstance(value, int) and not isinstance(value, bool):
+            yield key, value
+
+
+def _count(value: int) -> str:
+    """A whole number as text, unless it is too long to show."""
+    if abs(value) < 10**SHOWN_DIGITS:
+        return f"{value:,}"
+    return f"a number of more than {SHOWN_DIGITS} digits"
 
 
 def _show(value) -> str:
@@ -212,62 +251,39 @@ def _show(value) -> str:
     return text if len(text) <= 40 else text[:37] + "…"
 
 
-def _first(config: dict, keys: tuple[str, ...], default: int = 0) -> int:
-    for key in keys:
-        if isinstance(config.get(key), int) and not isinstance(config.get(key), bool):
-            return config[key]
-    return default
-
-
-def estimate_parameters(config: dict) -> int:
-    """An upper estimate of a transformer's parameter count from its config.json alone.
-
-    Embeddings (vocabulary × width, plus an output layer when it is not tied, positions × width,
-    token types × width) and per layer the attention (4 × width²) and a gated feed-forward
-    (3 × width × feed-forward width, times the experts of a mixture): a little more than the
-    12 × width² of a BERT or GPT-2 layer, so a model is never estimated below what it allocates.
-    """
-    width = _first(config, WIDTH_KEYS)
-    layers = _first(config, LAYER_KEYS)
-    heads = _first(config, HEAD_KEYS, 1)
-    head_width = _first(config, ("head_dim",), width // max(heads, 1))
-    attention_width = max(width, heads * head_width)
-    feed_forward = _first(config, FEED_FORWARD_KEYS, 4 * width)
-    experts = max(_first(config, ("num_local_experts", "num_experts"), 1), 1)
-    vocabulary = _first(config, ("vocab_size",))
-    embedding = _first(config, ("embedding_size",), width)
-    positions = _first(config, POSITION_KEYS)
-    token_types = _first(config, COUNT_KEYS)
-    embeddings = vocabulary * embedding + (positions + token_types) * width
-    if config.get("tie_word_embeddings") is False:
-        embeddings += vocabulary * width
-    per_layer = 4 * width * attention_width + 3 * width * feed_forward * experts
-    return embeddings + layers * per_layer
-
-
-def check_model_size(name: str, config: dict, budget: int = MODEL_BYTES) -> int:
-    """Refuse a model whose float32 parameters would take more than `budget`; return the bytes."""
-    needed = estimate_parameters(config) * FLOAT32_BYTES
-    if needed > budget:
-        raise ModelLoadError(
-            f"Could not load '{name}': its config.json describes about "
-            f"{_readable_count(needed // FLOAT32_BYTES)} parameters ({readable_bytes(needed)} "
-            f"in memory), more than this server's limit of {readable_bytes(budget)} per model."
-        )
-    return needed
-
-
-def _readable_count(count: int) -> str:
-    for unit, size in (("billion", 10**9), ("million", 10**6)):
-        if count >= size:
-            return f"{count / size:,.1f} {unit}"
-    return f"{count:,}"
-
-
 def readable_bytes(count: int) -> str:
     if count >= GIB:
         return f"{count / GIB:,.1f} GB"
     return f"{math.ceil(count / MIB):,} MB" if count >= MIB else f"{count:,} bytes"
+
+
+def unexpected(error: BaseException, name: str, source: str | Path | None = None) -> ModelLoadError:
+    """Any error met while reading or building a model, as the loader's one sentence."""
+    if isinstance(error, RecursionError):
+        why = "one of its files is nested too deeply to be read"
+    elif isinstance(error, MemoryError):
+        why = "reading it needs more memory than this server has"
+    elif isinstance(error, UnicodeDecodeError):
+        why = "one of its text files is not UTF-8 text"
+    elif isinstance(error, PermissionError):
+        why = "one of its files may not be read"
+    elif isinstance(error, OSError):
+        why = f"one of its files cannot be read ({reason(error, name, source)[:-1]})"
+    else:
+        return ModelLoadError(f"Could not load '{name}': {reason(error, name, source)}")
+    return ModelLoadError(f"Could not load '{name}': {why}.")
+
+
+@contextlib.contextmanager
+def reading_boundary(name: str, source: str | Path | None = None) -> Iterator[None]:
+    """Whatever goes wrong while a model folder is read (a file nested too deeply, undecodable
+    or unreadable, a library's own error) becomes one ModelLoadError naming the model."""
+    try:
+        yield
+    except ModelLoadError:
+        raise
+    except Exception as error:
+        raise unexpected(error, name, source) from error
 
 
 @contextlib.contextmanager
@@ -278,10 +294,5 @@ def loading_boundary(name: str, source: str | Path | None = None) -> Iterator[No
     (a TypeError deep in a model's constructor, a MemoryError) reaches the page as a stack trace.
     Models are built one at a time (BUILD_LOCK).
     """
-    try:
-        with BUILD_LOCK:
-            yield
-    except ModelLoadError:
-        raise
-    except Exception as error:
-        raise ModelLoadError(f"Could not load '{name}': {reason(error, name, source)}") from error
+    with reading_boundary(name, source), BUILD_LOCK:
+        yield

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +36,19 @@ OPTIONAL_PARTS = ("pooler",)
 class TensorEntry:
     dtype: str
     shape: tuple[int, ...]
+
+
+def check_regular_files(name: str, folder: Path) -> None:
+    """Refuse a folder holding anything but files and folders (a pipe, a device, a socket, or a
+    link to one): a loader reading a pipe would wait forever, one reading /dev/zero would fill
+    the memory."""
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if not (entry.is_file() or entry.is_dir()):
+                raise ModelLoadError(
+                    f"Could not load '{name}': '{short_name(entry.name)}' in its folder is not a "
+                    "regular file."
+                )
 
 
 def weight_files(name: str, folder: Path) -> tuple[Path, ...]:
@@ -65,7 +79,8 @@ def _indexed_files(name: str, folder: Path) -> tuple[Path, ...]:
         index = json.loads((folder / WEIGHTS_INDEX).read_text(encoding="utf-8"))
         shards = index["weight_map"].values() if isinstance(index["metadata"], dict) else None
         names = sorted({str(shard) for shard in shards})
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as error:
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError,
+            RecursionError) as error:
         raise ModelLoadError(
             f"Could not load '{name}': its {WEIGHTS_INDEX} is not a valid index of weight files."
         ) from error
@@ -122,7 +137,7 @@ def safetensors_header(name: str, path: Path) -> dict[str, TensorEntry]:
         ) from error
     try:
         header = json.loads(raw.decode("utf-8").rstrip(" "))
-    except (UnicodeDecodeError, ValueError) as error:
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:
         raise ModelLoadError(
             f"Could not load '{name}': {file} is not a valid safetensors file (its header is not "
             "JSON)."

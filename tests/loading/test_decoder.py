@@ -108,7 +108,7 @@ def test_long_input_is_truncated_to_the_model_positions(tiny_gpt2):
 # Failures: one clear sentence each.
 
 def test_missing_folder(tmp_path):
-    with pytest.raises(ModelLoadError, match="there is no such folder"):
+    with pytest.raises(ModelLoadError, match="there is no model folder by that name"):
         load_decoder(str(tmp_path / "nowhere"))
 
 
@@ -134,6 +134,7 @@ def test_bert_folder_is_not_a_causal_lm():
 
 def test_unknown_id_offline(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("ATTENTION_EXPLORER_HUB", "on")  # on, but unreachable
     with pytest.raises(ModelLoadError, match="not a local folder or a cached download, and the "
                                              "Hugging Face Hub cannot be reached"):
         load_decoder("no-such-owner/no-such-decoder")

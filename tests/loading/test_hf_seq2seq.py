@@ -156,7 +156,7 @@ def test_decoder_only_or_encoder_only_is_refused_in_one_sentence(tmp_path, kind)
         load_seq2seq(str(tmp_path))
     message = str(error.value)
     assert message.endswith(".") and message.count(". ") == 0 and "encoder–decoder" in message
-    with pytest.raises(ModelLoadError, match="no such folder"):
+    with pytest.raises(ModelLoadError, match="no model folder by that name"):
         load_seq2seq(str(tmp_path / "missing"))
 
 

@@ -91,7 +91,7 @@ def test_a_model_that_cannot_load_keeps_the_previous_one():
     at.sidebar.text_input(key="sb_model_input").set_value("/no/such/model/folder")
     at.sidebar.button(key="sb_model_load").click()
     at.run()
-    assert "there is no such folder" in shown(at.sidebar.error[0].value)
+    assert "there is no model folder by that name" in shown(at.sidebar.error[0].value)
     assert f"Pretrained model: {DEFAULT_MODEL}" in texts(at)
     assert len(figures(at)[1]["data"]) == 12
 
