@@ -10,6 +10,10 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("ATTENTION_EXPLORER_CACHE",
                       str(Path(__file__).resolve().parents[1] / ".cache" / "attention-explorer"))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # pytest -n: the workers share the cores, so each (and each app it serves) computes on one
+    # thread; two threads per worker would busy-wait on each other (issue 27's collapse).
+    os.environ["OMP_NUM_THREADS"] = "1"
 
 import pytest  # noqa: E402
 

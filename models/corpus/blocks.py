@@ -39,29 +39,51 @@ def done_blocks(work: Path) -> set[int]:
     return {int(path.name) for path in folder.iterdir() if path.is_dir() and path.name.isdigit()}
 
 
-def write_block(work: Path, block: int, results: list[BatchResult]) -> None:
-    """Write one block's batches (see the module doc)."""
+def _write_points(folder: Path, part: int, points: EmbeddingPoints) -> None:
+    """One batch's embedding sample, written as soon as it is measured (a block's whole sample
+    would otherwise wait in memory for the block's last batch)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    target = block_folder(work, block)
-    partial = target.with_name(target.name + PARTIAL)
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
-    columns: dict[str, list[np.ndarray]] = {}
-    for result in results:
-        for name, values in passage_rows(result).items():
-            columns.setdefault(name, []).append(values)
-    pq.write_table(pa.table({name: np.concatenate(parts) for name, parts in columns.items()}),
-                   partial / PASSAGES)
-    distances = sum((result.distances for result in results[1:]), results[0].distances)
-    np.savez(partial / DISTANCES, total=distances.total, passages=distances.passages)
-    points = EmbeddingPoints.concatenate([result.points for result in results])
     pq.write_table(pa.table({"passage": points.passage, "position": points.position,
-                             "token": list(points.token)}), partial / POINTS)
-    np.save(partial / QUERIES, points.queries)
-    np.save(partial / KEYS, points.keys)
-    partial.rename(target)
+                             "token": list(points.token)}), folder / f"{part:06d}.{POINTS}")
+    np.save(folder / f"{part:06d}.{QUERIES}", points.queries)
+    np.save(folder / f"{part:06d}.{KEYS}", points.keys)
+
+
+def join_parquet(parts: list[Path], target: Path) -> int:
+    """Write the parts' rows, in order, into one Parquet file, one part in memory at a time;
+    returns the number of rows."""
+    import pyarrow.parquet as pq
+
+    writer, rows = None, 0
+    try:
+        for part in parts:
+            table = pq.read_table(part)
+            if writer is None:
+                writer = pq.ParquetWriter(target, table.schema)
+            writer.write_table(table)
+            rows += table.num_rows
+    finally:
+        if writer is not None:
+            writer.close()
+    return rows
+
+
+def join_arrays(parts: list[Path], target: Path) -> None:
+    """Write the parts' .npy arrays, concatenated along their first axis, into one .npy file,
+    one part in memory at a time (plain writes: a memory map would count every page written in
+    the process's resident memory)."""
+    shapes = [np.load(part, mmap_mode="r").shape for part in parts]  # headers only
+    first = np.load(parts[0], mmap_mode="r")
+    total = (sum(shape[0] for shape in shapes), *first.shape[1:])
+    with target.open("wb") as handle:
+        np.lib.format.write_array_header_1_0(handle, {
+            "descr": np.lib.format.dtype_to_descr(first.dtype), "fortran_order": False,
+            "shape": total})
+        del first
+        for part in parts:
+            handle.write(np.ascontiguousarray(np.load(part)).tobytes())
 
 
 def read_distances(folder: Path) -> DistanceSum:
@@ -70,13 +92,23 @@ def read_distances(folder: Path) -> DistanceSum:
 
 
 class BlockWriter:
-    """Takes batch results in batch order and writes each block once its last batch is in."""
+    """Takes batch results in batch order and writes each block once its last batch is in.
+
+    A batch's embedding sample goes to the block's partial folder at once; its passage rows and
+    distances (a few kB) wait for the block's end. Memory stays one batch's sample, whatever the
+    block."""
 
     def __init__(self, work: Path):
         self.work = work
         self._block: int | None = None
-        self._results: list[BatchResult] = []
+        self._columns: dict[str, list[np.ndarray]] = {}
+        self._distances: DistanceSum | None = None
+        self._parts = 0
         self.written = 0
+
+    def _partial(self) -> Path:
+        target = block_folder(self.work, self._block)
+        return target.with_name(target.name + PARTIAL)
 
     def add(self, result: BatchResult) -> None:
         if self._block is not None and result.block != self._block:
@@ -84,12 +116,37 @@ class BlockWriter:
                 raise ValueError(f"batch {result.number} of block {result.block} came after "
                                  f"block {self._block}: results must come in order")
             self.flush()
-        self._block = result.block
-        self._results.append(result)
+        if self._block is None:
+            self._block = result.block
+            shutil.rmtree(self._partial(), ignore_errors=True)
+            self._partial().mkdir(parents=True)
+        for name, values in passage_rows(result).items():
+            self._columns.setdefault(name, []).append(values)
+        self._distances = result.distances if self._distances is None \
+            else self._distances + result.distances
+        _write_points(self._partial(), self._parts, result.points)
+        self._parts += 1
 
     def flush(self) -> None:
-        """Write the block in hand (the last one of a job)."""
-        if self._block is not None and self._results:
-            write_block(self.work, self._block, self._results)
-            self.written += 1
-        self._block, self._results = None, []
+        """Write the block in hand (see the module doc) and rename it complete."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        if self._block is None or not self._parts:
+            return
+        partial = self._partial()
+        pq.write_table(pa.table({name: np.concatenate(parts)
+                                 for name, parts in self._columns.items()}), partial / PASSAGES)
+        np.savez(partial / DISTANCES, total=self._distances.total,
+                 passages=self._distances.passages)
+        for name in (POINTS, QUERIES, KEYS):
+            parts = [partial / f"{part:06d}.{name}" for part in range(self._parts)]
+            if name == POINTS:
+                join_parquet(parts, partial / name)
+            else:
+                join_arrays(parts, partial / name)
+            for part in parts:
+                part.unlink()
+        partial.rename(block_folder(self.work, self._block))
+        self.written += 1
+        self._block, self._columns, self._distances, self._parts = None, {}, None, 0

@@ -24,7 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from models.analysis.statistics import head_labels
-from models.corpus.blocks import KEYS, PASSAGES, POINTS, QUERIES, block_folder, read_distances
+from models.corpus.blocks import (KEYS, PASSAGES, POINTS, QUERIES, block_folder, join_arrays,
+                                  join_parquet, read_distances)
 from models.corpus.columns import COUNT, MEAN, MEASURES, STATISTICS, STD
 from models.corpus.distances import DistanceSum
 from models.corpus.plan import TEXTS_FILE, Plan
@@ -109,7 +110,7 @@ def assemble(work: Path, out: Path, plan: Plan, summary: dict) -> dict:
     _write_heads(out, shape, moments, float(spread.means().ravel()[0]))
     np.save(out / f"{HEAD_DISTANCES}.partial.npy", distances.mean())
     _replace(out / f"{HEAD_DISTANCES}.partial.npy", out / HEAD_DISTANCES)
-    _write_embedding(work, out, plan, sampled)
+    _write_embedding(work, out, plan)
     _replace(work / TEXTS, out / TEXTS)
     contents = {**summary, "format": FORMAT, "distance_passages": distances.passages,
                 "embedded_tokens": sampled}
@@ -139,34 +140,13 @@ def _write_heads(out: Path, shape, moments: dict[str, Moments], even_bits: float
     _replace(partial, out / HEADS)
 
 
-def _write_embedding(work: Path, out: Path, plan: Plan, sampled: int) -> None:
-    """The blocks' points, queries and keys as one file each, written block by block with plain
-    writes (a memory map would count every page written in the process's resident memory)."""
-    import pyarrow.parquet as pq
-
-    shape = plan.shape
+def _write_embedding(work: Path, out: Path, plan: Plan) -> None:
+    """The blocks' points, queries and keys as one file each, one block in memory at a time."""
     partial = out / f"{EMBEDDING}.partial"
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir()
-    shapes = {QUERIES: (sampled, shape.layers, shape.heads, shape.head_width),
-              KEYS: (sampled, shape.layers, shape.kv_heads, shape.head_width)}
-    files = {name: (partial / name).open("wb") for name in shapes}
-    try:
-        for name, handle in files.items():
-            np.lib.format.write_array_header_1_0(handle, {
-                "descr": np.lib.format.dtype_to_descr(np.dtype(np.float16)),
-                "fortran_order": False, "shape": shapes[name]})
-        writer = None
-        for block in range(plan.blocks):
-            folder = block_folder(work, block)
-            points = pq.read_table(folder / POINTS)
-            if writer is None:
-                writer = pq.ParquetWriter(partial / POINTS, points.schema)
-            writer.write_table(points)
-            for name, handle in files.items():
-                handle.write(np.ascontiguousarray(np.load(folder / name), np.float16).tobytes())
-        writer.close()
-    finally:
-        for handle in files.values():
-            handle.close()
+    folders = [block_folder(work, block) for block in range(plan.blocks)]
+    join_parquet([folder / POINTS for folder in folders], partial / POINTS)
+    for name in (QUERIES, KEYS):
+        join_arrays([folder / name for folder in folders], partial / name)
     _replace(partial, out / EMBEDDING)
