@@ -21,6 +21,7 @@ import torch
 
 from models.analysis.reducer import Reducer
 from models.analysis.token_batch import TokenBatch
+from models.limits import CORPUS_DISTANCE_CHUNK_BYTES
 
 DISTANCE_ROWS = 8  # query rows of a passage compared across heads
 
@@ -49,18 +50,20 @@ def spaced_rows(count: int, rows: int = DISTANCE_ROWS) -> np.ndarray:
 
 def passage_distances(rows: np.ndarray) -> np.ndarray:
     """(N, N) float64: the mean over R rows of the Jensen–Shannon distance between every two of
-    N heads' rows, from (N, R, K) float32 rows that sum to 1."""
+    N heads' rows, from (N, R, K) float32 rows that sum to 1. Heads are compared a slice against
+    all at once, each slice's mixtures within CORPUS_DISTANCE_CHUNK_BYTES."""
     weights = torch.from_numpy(np.ascontiguousarray(rows, dtype=np.float32))  # (N, R, K)
     count = weights.size(0)
     own = -torch.special.xlogy(weights, weights).sum(-1)  # (N, R) each row's entropy, nats
+    step = max(1, CORPUS_DISTANCE_CHUNK_BYTES // max(1, weights.numel() * weights.element_size()))
     distances = np.zeros((count, count))
-    for head in range(count - 1):
-        mixed = 0.5 * (weights[head] + weights[head + 1:])  # (n, R, K)
-        mixed_entropy = -torch.special.xlogy(mixed, mixed).sum(-1)  # (n, R)
-        divergence = (mixed_entropy - 0.5 * (own[head] + own[head + 1:])) / np.log(2.0)
-        distance = divergence.clamp(0.0, 1.0).sqrt().double().mean(-1).numpy()  # (n,)
-        distances[head, head + 1:] = distance
-        distances[head + 1:, head] = distance
+    for start in range(0, count, step):
+        end = min(start + step, count)
+        mixed = 0.5 * (weights[start:end, None] + weights[None])  # (c, N, R, K)
+        mixed_entropy = -torch.special.xlogy(mixed, mixed).sum(-1)  # (c, N, R)
+        divergence = (mixed_entropy - 0.5 * (own[start:end, None] + own[None])) / np.log(2.0)
+        distances[start:end] = divergence.clamp(0.0, 1.0).sqrt().double().mean(-1).numpy()
+    np.fill_diagonal(distances, 0.0)  # a head against itself: 0, not float32's rounding
     return distances
 
 
