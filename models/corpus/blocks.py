@@ -23,6 +23,7 @@ from models.corpus.embedding import EmbeddingPoints
 
 BLOCKS = "blocks"
 PARTIAL = ".partial"
+COPY_BYTES = 4 * 2**20  # joined arrays are copied this many bytes at a time
 PASSAGES, DISTANCES, POINTS, QUERIES, KEYS = ("passages.parquet", "distances.npz",
                                               "points.parquet", "queries.npy", "keys.npy")
 
@@ -70,20 +71,34 @@ def join_parquet(parts: list[Path], target: Path) -> int:
     return rows
 
 
+def _array_header(handle) -> tuple[tuple[int, ...], np.dtype]:
+    """Read an open .npy file's header (leaving the handle at its data): shape and dtype."""
+    read = {(1, 0): np.lib.format.read_array_header_1_0,
+            (2, 0): np.lib.format.read_array_header_2_0}[np.lib.format.read_magic(handle)]
+    shape, fortran, dtype = read(handle)
+    if fortran:
+        raise ValueError(f"{handle.name} is not in C order")
+    return shape, dtype
+
+
 def join_arrays(parts: list[Path], target: Path) -> None:
     """Write the parts' .npy arrays, concatenated along their first axis, into one .npy file,
-    one part in memory at a time (plain writes: a memory map would count every page written in
-    the process's resident memory)."""
-    shapes = [np.load(part, mmap_mode="r").shape for part in parts]  # headers only
-    first = np.load(parts[0], mmap_mode="r")
-    total = (sum(shape[0] for shape in shapes), *first.shape[1:])
-    with target.open("wb") as handle:
-        np.lib.format.write_array_header_1_0(handle, {
-            "descr": np.lib.format.dtype_to_descr(first.dtype), "fortran_order": False,
+    copying their bytes COPY_BYTES at a time (no part is ever read whole: memory stays flat
+    whatever the corpus)."""
+    headers = []
+    for part in parts:
+        with part.open("rb") as handle:
+            headers.append(_array_header(handle))
+    shape, dtype = headers[0]
+    total = (sum(found[0] for found, _ in headers), *shape[1:])
+    with target.open("wb") as out:
+        np.lib.format.write_array_header_1_0(out, {
+            "descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False,
             "shape": total})
-        del first
         for part in parts:
-            handle.write(np.ascontiguousarray(np.load(part)).tobytes())
+            with part.open("rb") as handle:
+                _array_header(handle)
+                shutil.copyfileobj(handle, out, COPY_BYTES)
 
 
 def read_distances(folder: Path) -> DistanceSum:
