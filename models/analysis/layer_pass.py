@@ -31,7 +31,6 @@ from models.analysis.token_batch import ItemTokens, TokenBatch
 # last-level cache while the pass takes its sums, maxima and logarithms (measured at 4,096
 # tokens: 2x faster than 1 MB blocks, the same as 16 MB).
 BLOCK_WEIGHTS = 1 << 21
-_TINY = torch.finfo(torch.float32).tiny  # w * log(max(w, tiny)) is 0 for w = 0
 KEY_SETS = ("cls", "sep", "punctuation")
 
 
@@ -221,11 +220,8 @@ def _corner(square: torch.Tensor) -> torch.Tensor:
 
 
 def _entropy_terms(block: torch.Tensor) -> torch.Tensor:
-    """(H, b) sum_k w ln w of each row (0 ln 0 = 0)."""
-    work = torch.clamp_min(block, _TINY)
-    work.log_()
-    work.mul_(block)
-    return work.sum(-1)
+    """(H, b) sum_k w ln w of each row (0 ln 0 = 0), in one elementwise pass (xlogy)."""
+    return torch.special.xlogy(block, block).sum(-1)
 
 
 class _Thumbnail:
