@@ -47,7 +47,7 @@ from models.loading.pretrained import DEFAULT_MODEL, default_model_path, load_pr
 GOAL = 0.5
 FORWARDS_PER_REPEAT = 5
 TEXT = ("Mario is short, but he can jump super high, and the princess waits for him in the "
-        "castle at the end of every world")
+        "castle at the end of every world, far away beyond the hills")  # 33 tokens on SmolLM2
 
 
 def timed(function, repeats: int) -> float:
@@ -81,6 +81,7 @@ def measure(name: str, model, tokenizer, causal: bool, tokens: int, repeats: int
     else:
         prepared, target = ablation.with_mask(prepared, tokenizer, prepared.num_tokens // 2)
     count = prepared.num_tokens
+    assert count == tokens, f"the text has {count} tokens, fewer than --tokens {tokens}"
     heads = model.config.num_hidden_layers * model.config.num_attention_heads
     with torch.inference_mode():
         model(**prepared.inputs)  # warm up
