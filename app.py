@@ -3,6 +3,10 @@
 import logging
 from pathlib import Path
 
+from models.threads import configure_server_threads
+
+configure_server_threads()  # before torch loads: one forward per core, waiting passively
+
 import streamlit as st
 
 from models.loading.hub import stay_offline_unless_allowed

@@ -9,4 +9,5 @@ case "${ATTENTION_EXPLORER_HUB:-off}" in
   on|ON|On|1|true|yes) ;;
   *) export HF_HUB_OFFLINE=1 ;;
 esac
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"  # idle OpenMP threads sleep (models/threads.py)
 exec .venv/bin/python -m streamlit run app.py "$@"

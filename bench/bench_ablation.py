@@ -1,11 +1,16 @@
 """The single-head ablation grid (every head ablated alone) against one forward pass.
 
-Usage: .venv/bin/python bench/bench_ablation.py [--repeats N] [--tokens T]
-At a 20-token input, for MiniLM (6 x 12 = 72 heads) and SmolLM2 (30 x 9 = 270 heads): the
-median time of one bare forward pass `model(**inputs)`, and the time of the whole grid at
-several batch sizes (single-head ablations per forward; batch 1 = one forward per head; "(app)"
-marks the batch the app picks, `ablation.grid_batch_size`).
-"forwards/head" = grid time / (heads x one forward). Goal: <= 1.5 at the app's batch size.
+Usage: OMP_NUM_THREADS=1 .venv/bin/python bench/bench_ablation.py [--repeats N] [--tokens T]
+           [--batches B ...] [--models SmolLM2 MiniLM]
+At a 30-token input, for SmolLM2 (30 x 9 = 270 heads) and MiniLM (6 x 12 = 72 heads): the
+median time of one bare forward pass `model(**inputs)`, and the time of the whole grid at the
+batch the app picks (`ablation.grid_batch_size`, marked "(app)") and at any --batches
+(single-head ablations per forward; batch 1 = one ablation per forward). The two alternate,
+repeat by repeat, so the machine's load falls on both; medians are compared.
+"forwards/head" = grid time / (heads x one forward). Goal: <= 0.5 at the app's batch size (each
+batch starts at its first head's layer from the plain run's kept input: the layers below an
+ablated head are not run again). Threads: models.threads.configure_threads before torch loads
+(OMP_NUM_THREADS, when set, is the count), the same on both sides.
 
 MiniLM ships without its masked-LM head (a sentence-transformers checkpoint), so the app's
 ablation page tells the user it has no prediction to change. For the timing, its weights are
@@ -26,6 +31,10 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from models.threads import configure_threads  # noqa: E402
+
+PLAN = configure_threads()
+
 import torch  # noqa: E402
 from transformers import BertForMaskedLM, logging as hf_logging  # noqa: E402
 
@@ -35,10 +44,10 @@ from models.loading.conversion import prepare_default_decoder  # noqa: E402
 from models.loading.decoder import DEFAULT_DECODER, load_decoder  # noqa: E402
 from models.loading.pretrained import DEFAULT_MODEL, default_model_path, load_pretrained  # noqa: E402
 
-GOAL = 1.5
-BATCHES = (1, 8, 16, ablation.DEFAULT_BATCH, 64)
+GOAL = 0.5
+FORWARDS_PER_REPEAT = 5
 TEXT = ("Mario is short, but he can jump super high, and the princess waits for him in the "
-        "castle at the end of every world")
+        "castle at the end of every world, far away beyond the hills")  # 33 tokens on SmolLM2
 
 
 def timed(function, repeats: int) -> float:
@@ -64,41 +73,49 @@ def smollm2() -> tuple[torch.nn.Module, object]:
     return install(loaded.model), loaded.tokenizer
 
 
-def measure(name: str, model, tokenizer, causal: bool, tokens: int, repeats: int) -> None:
+def measure(name: str, model, tokenizer, causal: bool, tokens: int, repeats: int,
+            batches: list[int]) -> None:
     prepared = ablation.prepare(model, tokenizer, tokens, TEXT, causal, name)
     if causal:
         target = ablation.predict(model, prepared, tokenizer).target
     else:
         prepared, target = ablation.with_mask(prepared, tokenizer, prepared.num_tokens // 2)
     count = prepared.num_tokens
+    assert count == tokens, f"the text has {count} tokens, fewer than --tokens {tokens}"
+    heads = model.config.num_hidden_layers * model.config.num_attention_heads
     with torch.inference_mode():
         model(**prepared.inputs)  # warm up
-        forward = timed(lambda: model(**prepared.inputs), repeats)
     app_batch = ablation.grid_batch_size(ablation.plain_run(model, prepared), prepared)
-    for batch in sorted(set(BATCHES) | {app_batch}):
-        grid = timed(lambda: ablation.importance_grid(model, prepared, target,
-                                                      batch_size=batch), max(1, repeats // 5))
-        heads = model.config.num_hidden_layers * model.config.num_attention_heads
+    for batch in sorted(set(batches) | {app_batch}):
+        forwards, grids = [], []
+        for _ in range(repeats):  # alternately: a few forwards, then the grid
+            with torch.inference_mode():
+                forwards.append(timed(lambda: model(**prepared.inputs), FORWARDS_PER_REPEAT))
+            grids.append(timed(lambda: ablation.importance_grid(model, prepared, target,
+                                                                batch_size=batch), 1))
+        forward, grid = statistics.median(forwards), statistics.median(grids)
         per_head = grid / (heads * forward)
         mark = " (app)" if batch == app_batch else ""
-        goal = ("met" if per_head <= GOAL else "missed") if batch == app_batch else ""
+        goal = ("met" if per_head <= GOAL else "MISSED") if batch == app_batch else ""
         print(f"{name:>8} {count:>6} {heads:>5} {forward * 1e3:>10.1f} {str(batch) + mark:>9} "
               f"{grid:>8.2f} {per_head:>13.2f}  {goal}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--repeats", type=int, default=10)
-    parser.add_argument("--tokens", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--tokens", type=int, default=30)
+    parser.add_argument("--batches", type=int, nargs="*", default=[])
+    parser.add_argument("--models", nargs="+", default=["SmolLM2", "MiniLM"])
     args = parser.parse_args()
-    print(f"torch threads: {torch.get_num_threads()}, forward: median of {args.repeats}, "
-          f"grid: median of {max(1, args.repeats // 5)}")
+    print(f"{PLAN.describe()}; forward: median of {args.repeats} medians of "
+          f"{FORWARDS_PER_REPEAT}, grid: median of {args.repeats}, alternating")
     print(f"{'model':>8} {'tokens':>6} {'heads':>5} {'forward ms':>10} {'batch':>9} "
           f"{'grid s':>8} {'forwards/head':>13}  goal <= {GOAL}")
-    model, tokenizer = minilm_masked()
-    measure("MiniLM", model, tokenizer, False, args.tokens, args.repeats)
-    model, tokenizer = smollm2()
-    measure("SmolLM2", model, tokenizer, True, args.tokens, args.repeats)
+    for name in args.models:
+        model, tokenizer = smollm2() if name == "SmolLM2" else minilm_masked()
+        measure(name, model, tokenizer, name == "SmolLM2", args.tokens, args.repeats,
+                args.batches)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,10 @@ import sys
 import time
 from pathlib import Path
 
+from models.threads import configure_threads
+
+configure_threads()  # before torch loads: OpenMP reads its wait policy once (models/threads.py)
+
 from transformers.utils import logging as progress_bars
 
 from models.corpus.job import ENGINES, LOCAL, RAY, JobProgress, JobSettings, run_corpus

@@ -19,7 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models.analysis.reducer import LayerLog, Reducer, live_rows, reduce_record, row_mean
+from models.analysis.layer_pass import LayerRows
+from models.analysis.reducer import (EMPTY_ROW_WEIGHT, LayerLog, PassReducer, reduce_record,
+                                     row_mean)
 from models.analysis.token_batch import ItemTokens, TokenBatch
 from models.hooks.record import AttentionRecord
 
@@ -190,7 +192,7 @@ class DetectorScores:
         return sum(values.nbytes for values in self.scores.values())
 
 
-class Detectors(Reducer):
+class Detectors(PassReducer):
     """The detectors `names` (every detector by default) on every head, layer by layer;
     `result()` is DetectorScores. Square maps only."""
 
@@ -202,17 +204,19 @@ class Detectors(Reducer):
         self._log: LayerLog[dict[str, np.ndarray | str]] = LayerLog()
         self._heads = 0
 
-    def add(self, layer: int, maps: np.ndarray, tokens: TokenBatch,
-            norms: np.ndarray | None = None) -> None:
+    def take(self, layer: int, maps: np.ndarray, tokens: TokenBatch,
+             rows: Sequence[LayerRows], norms: np.ndarray | None = None) -> None:
         tokens.check(maps)
         if tokens.rectangular:
             raise ValueError("the head detectors need square maps (self-attention)")
         self._heads = maps.shape[1]
-        self._log.put(layer, [self._measure(tokens.cut(maps, index), tokens.item(index))
+        self._log.put(layer, [self._measure(tokens.cut(maps, index), tokens.item(index),
+                                            rows[index].row_sums > EMPTY_ROW_WEIGHT)
                               for index in range(tokens.batch_size)])
 
-    def _measure(self, maps: np.ndarray, item: ItemTokens) -> dict[str, np.ndarray | str]:
-        live = live_rows(maps)  # (H, Q)
+    def _measure(self, maps: np.ndarray, item: ItemTokens,
+                 live: np.ndarray) -> dict[str, np.ndarray | str]:
+        """Every detector's (H,) scores of one input's layer, given its (H, Q) live rows."""
         scores: dict[str, np.ndarray | str] = {}
         for name in self.names:
             try:

@@ -10,12 +10,14 @@ Dimensions: B batch, N inputs seen, L layers, H heads, Q/K query/key positions.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from models.analysis.reducer import LayerLog, Reducer, row_mean
+from models.analysis.layer_pass import LayerRows, Parts, measure
+from models.analysis.reducer import LayerLog, PassReducer, row_mean
 from models.analysis.token_batch import ItemTokens, TokenBatch
 from models.hooks.record import AttentionRecord
 
@@ -28,16 +30,23 @@ NORM_COLUMN_HELP = {
 }
 
 
-def item_norm_shares(maps: np.ndarray, norms: np.ndarray, item: ItemTokens) -> np.ndarray:
+NORM_PARTS = Parts(norms=True)
+
+
+def item_norm_shares(maps: np.ndarray, norms: np.ndarray, item: ItemTokens,
+                     rows: LayerRows | None = None) -> np.ndarray:
     """(2, H) float64: the mean share of each norm-based row on the first special token and on
-    the others, from one input's (H, Q, K) weights and (H, K) value norms over its real tokens.
+    the others, from one input's (H, Q, K) weights and (H, K) value norms over its real tokens,
+    and the layer's pass (models.analysis.layer_pass, with NORM_PARTS; taken here when None).
     Row sums are taken as products with the norms: no (H, Q, K) norm-based map is built."""
+    if rows is None:
+        rows = measure(maps, item, NORM_PARTS, norms)
     special = item.special_positions.tolist()
-    totals = (maps @ norms[..., None])[..., 0].astype(np.float64)  # (H, Q)
+    totals = rows.norm_sums.astype(np.float64)  # (H, Q)
     live = totals > 0
     shares = []
     for keys in (special[:1], special[1:]):
-        share = (maps[..., keys] @ norms[:, keys, None])[..., 0].astype(np.float64)  # (H, Q)
+        share = np.einsum("hqs,hs->hq", maps[..., keys], norms[:, keys]).astype(np.float64)
         shares.append(row_mean(np.divide(share, totals, out=np.zeros_like(share), where=live),
                                live))
     return np.stack(shares)  # (2, H)
@@ -58,32 +67,46 @@ class NormShareColumns:
         return sum(values.nbytes for values in self.columns.values())
 
 
-class NormShares(Reducer):
+class NormShares(PassReducer):
     """The norm-based shares of every head, layer by layer (`add` needs the value norms)."""
 
     def __init__(self):
         self._log: LayerLog[np.ndarray] = LayerLog()  # (2, H) per input and layer
 
+    @property
+    def parts(self) -> Parts:
+        return NORM_PARTS
+
     def add(self, layer: int, maps: np.ndarray, tokens: TokenBatch,
             norms: np.ndarray | None = None) -> None:
+        super().add(layer, maps, tokens, _checked_norms(maps, norms))
+
+    def take(self, layer: int, maps: np.ndarray, tokens: TokenBatch,
+             rows: Sequence[LayerRows], norms: np.ndarray | None = None) -> None:
         tokens.check(maps)
-        if norms is None:
-            raise ValueError("norm-based shares need the value norms ||v_j W_O^h||")
-        norms = np.asarray(norms, dtype=np.float32)
-        if norms.shape != (maps.shape[0], maps.shape[1], maps.shape[3]):
-            raise ValueError(f"value norms {norms.shape} do not fit maps {maps.shape}")
+        norms = _checked_norms(maps, norms)
         if tokens.rectangular:
             raise ValueError("norm-based shares on [CLS] and [SEP] need square maps")
         lengths = tokens.lengths
         self._log.put(layer, [
             item_norm_shares(tokens.cut(maps, index), norms[index, :, :lengths[index]],
-                             tokens.item(index))
+                             tokens.item(index), rows[index])
             for index in range(tokens.batch_size)])
 
     def result(self) -> NormShareColumns:
         values = self._log.stacked()  # (N, L, 2, H)
         return NormShareColumns({name: values[:, :, column]
                                  for column, name in enumerate(NORM_COLUMNS)})
+
+
+def _checked_norms(maps: np.ndarray, norms: np.ndarray | None) -> np.ndarray:
+    """(B, H, K) float32 value norms that fit (B, H, Q, K) maps, or a ValueError."""
+    if norms is None:
+        raise ValueError("norm-based shares need the value norms ||v_j W_O^h||")
+    norms = np.asarray(norms, dtype=np.float32)
+    if norms.shape != (maps.shape[0], maps.shape[1], maps.shape[3]):
+        raise ValueError(f"value norms {norms.shape} do not fit maps {maps.shape}")
+    return norms
 
 
 def add_norm_columns(table: pd.DataFrame, shares: NormShareColumns,

@@ -24,6 +24,7 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
+from models.analysis.layer_pass import LayerRows, Parts, measure_batch
 from models.analysis.token_batch import TokenBatch
 from models.hooks.record import ROW_SUM_TOLERANCE, AttentionRecord
 
@@ -45,6 +46,25 @@ class Reducer(ABC):
     @abstractmethod
     def result(self):
         """What was measured, per input seen."""
+
+
+class PassReducer(Reducer):
+    """A reducer that reads each input's layer through the one pass over its maps
+    (models.analysis.layer_pass): `parts` is what it reads, `take` gets the pass's rows of each
+    input of the batch. A Summary runs one pass for all its reducers and calls their `take`."""
+
+    @property
+    def parts(self) -> Parts:
+        return Parts()
+
+    def add(self, layer: int, maps: np.ndarray, tokens: TokenBatch,
+            norms: np.ndarray | None = None) -> None:
+        self.take(layer, maps, tokens, measure_batch(maps, tokens, self.parts, norms), norms)
+
+    @abstractmethod
+    def take(self, layer: int, maps: np.ndarray, tokens: TokenBatch,
+             rows: Sequence[LayerRows], norms: np.ndarray | None = None) -> None:
+        """`add`, given the pass's rows of each input of the batch (`measure_batch`)."""
 
 
 class LayerLog(Generic[Value]):
@@ -89,11 +109,6 @@ class LayerLog(Generic[Value]):
     def stacked(self) -> np.ndarray:
         """(N, L, ...) every input's values of every layer, as one array."""
         return np.stack([np.stack(item) for item in self.items()])
-
-
-def live_rows(maps: np.ndarray) -> np.ndarray:
-    """(H, Q) bool: the rows of (H, Q, K) maps that a mask did not empty."""
-    return maps.sum(axis=-1) > EMPTY_ROW_WEIGHT
 
 
 def row_mean(values: np.ndarray, rows: np.ndarray) -> np.ndarray:

@@ -12,41 +12,40 @@ S special tokens.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from models.analysis.reducer import EMPTY_ROW_WEIGHT, LayerLog, Reducer, reduce_record
-from models.analysis.token_batch import TokenBatch
+from models.analysis.layer_pass import LayerRows, Parts, measure
+from models.analysis.reducer import EMPTY_ROW_WEIGHT, LayerLog, PassReducer, reduce_record
+from models.analysis.token_batch import ItemTokens, TokenBatch
 from models.hooks.record import AttentionRecord
 
 ROLES = ("first special", "other special", "self", "previous", "next", "earlier", "later")
-ROLE_BLOCK = 256  # query rows read at a time
+ROLE_PARTS = Parts(sides=True)
 
 
-def item_roles(maps: np.ndarray, special_positions) -> np.ndarray:
+def item_roles(maps: np.ndarray, item: ItemTokens, rows: LayerRows | None = None) -> np.ndarray:
     """(H, R) float64: one input's layer's role distribution from its (H, Q, K) float32 maps
-    over its real tokens (read only, square).
+    over its real tokens (read only, square) and the layer's pass (models.analysis.layer_pass,
+    with ROLE_PARTS; taken here when None).
 
-    Read in blocks of ROLE_BLOCK query rows: each row's weight left and right of the diagonal
-    (the block's columns outside it are summed whole; only its (H, b, b) corner is copied to
-    cut it), the three diagonals and the special columns. No (Q, K) array is built, and a
-    row's total (left + diagonal + right) decides whether it is live.
+    From the pass: each row's weight left and right of the diagonal; from the maps: the three
+    diagonals and the special columns. No (Q, K) array is built, and a row's total (left +
+    diagonal + right) decides whether it is live.
     """
     heads, count, keys = maps.shape
-    if keys != count:
+    if keys != count or item.rectangular:
         raise ValueError(f"roles need square maps, got {maps.shape}")
-    special = list(special_positions)
+    if rows is None:
+        rows = measure(maps, item, ROLE_PARTS)
+    special = item.special_positions.tolist()
     first = special[:1]
     others = sorted(set(special[1:]) - set(first))
     specials = np.array(sorted(set(special)), dtype=np.int64)  # (S,)
-    left, right = np.empty((heads, count)), np.empty((heads, count))  # (H, Q) k < q, k > q
-    for start in range(0, count, ROLE_BLOCK):
-        end = min(start + ROLE_BLOCK, count)
-        rows = maps[:, start:end]  # (H, b, K) view
-        corner = rows[:, :, start:end]  # (H, b, b)
-        left[:, start:end] = rows[:, :, :start].sum(axis=-1) + np.tril(corner, -1).sum(axis=-1)
-        right[:, start:end] = rows[:, :, end:].sum(axis=-1) + np.triu(corner, 1).sum(axis=-1)
+    left = rows.left.astype(np.float64)  # (H, Q) k < q
+    right = rows.right.astype(np.float64)  # (H, Q) k > q
     positions = np.arange(count)
     is_special = np.zeros(count, dtype=bool)  # (Q,)
     is_special[specials] = True
@@ -87,20 +86,24 @@ class RoleShares:
         return self.shares.nbytes
 
 
-class Roles(Reducer):
+class Roles(PassReducer):
     """The role distribution of every head, layer by layer; `result()` is RoleShares. Square
     maps only."""
 
     def __init__(self):
         self._log: LayerLog[np.ndarray] = LayerLog()  # (H, R) per input and layer
 
-    def add(self, layer: int, maps: np.ndarray, tokens: TokenBatch,
-            norms: np.ndarray | None = None) -> None:
+    @property
+    def parts(self) -> Parts:
+        return ROLE_PARTS
+
+    def take(self, layer: int, maps: np.ndarray, tokens: TokenBatch,
+             rows: Sequence[LayerRows], norms: np.ndarray | None = None) -> None:
         tokens.check(maps)
         if tokens.rectangular:
             raise ValueError("head roles need square maps (self-attention)")
-        self._log.put(layer, [item_roles(tokens.cut(maps, index),
-                                         tokens.item(index).special_positions)
+        self._log.put(layer, [item_roles(tokens.cut(maps, index), tokens.item(index),
+                                         rows[index])
                               for index in range(tokens.batch_size)])
 
     def result(self) -> RoleShares:

@@ -10,8 +10,9 @@ The reducer folds each layer's maps into a running product as they arrive, so on
 and the layer's step are all that is alive; per layer it keeps the head average and the product
 max-pooled to `cells` blocks a side, and, when asked (`keep_layers`, for inputs short enough to
 draw whole), both exactly. A causal model's steps are lower-triangular, and so is their
-product: its blocks above the diagonal are then never multiplied (about a third of the work of
-a full product remains).
+product: its blocks above the diagonal are then never multiplied (about a sixth of the work of
+a full product remains). The heads' mean comes from the one pass over the layer's maps
+(models.analysis.layer_pass); the products run in torch, on the forward's threads.
 
 Dimensions: B batch, N inputs seen, L layers, H heads, Q/K query/key positions (Q == K == T),
 c pooled cells a side.
@@ -19,54 +20,83 @@ c pooled cells a side.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
+import torch
 
-from models.analysis.pooling import PooledMap, max_pool, pooled_map
-from models.analysis.reducer import LayerLog, Reducer, reduce_record
+from models.analysis.layer_pass import LayerRows, Parts, as_tensor, pooled_rows
+from models.analysis.pooling import PooledMap, pooled_map
+from models.analysis.reducer import LayerLog, PassReducer, reduce_record
 from models.analysis.token_batch import TokenBatch
 from models.hooks.record import AttentionRecord
 
 # The rollout's maps are kept for every layer (the page's layer slider): 128 blocks a side, about
 # 4 px each in the page's half-width columns at 1280 px, and 4 MB for all 30 layers of SmolLM2.
 ROLLOUT_CELLS = 128
-SMALLEST_SPLIT = 512  # products of at most this many rows are taken whole
+SMALLEST_SPLIT = 256  # products of at most this many rows are taken whole
 
 
-def multiply_into(step: np.ndarray, product: np.ndarray) -> None:
-    """product <- step @ product, in place, for square (n, n) matrices.
+def multiply_into(step: np.ndarray | torch.Tensor, product: np.ndarray | torch.Tensor) -> None:
+    """product <- step @ product, in place, for square (n, n) matrices (numpy arrays or tensors),
+    in torch with its threads.
 
     When the blocks above the diagonal of both halves are zero (lower-triangular matrices, as a
-    causal model's are), the product is taken by blocks, C21 = A21 B11 + A22 B21 and
-    C11, C22 recursively, C12 = 0: no full-size temporary and about a third of the arithmetic.
-    Otherwise it is one matrix product.
+    causal model's are), the product is taken by blocks: C21 = A21 B11 + A22 B21, each a full
+    block times a triangular one (`_times_lower`, `_lower_times`: half a full product each),
+    and C11, C22 recursively, C12 = 0: about a sixth of a full product's arithmetic. Otherwise
+    it is one matrix product.
     """
+    step, product = as_tensor(step), as_tensor(product)
     size = step.shape[0]
     half = size // 2
     if size <= SMALLEST_SPLIT or step[:half, half:].any() or product[:half, half:].any():
-        product[...] = step @ product  # (n, n)
+        product.copy_(step @ product)  # (n, n)
         return
-    lower = step[half:, :half] @ product[:half, :half]  # (n - h, h), before B11 and B21 change
-    lower += step[half:, half:] @ product[half:, :half]
+    lower = torch.empty(size - half, half, dtype=product.dtype)  # (n - h, h)
+    _times_lower(step[half:, :half], product[:half, :half], lower, accumulate=False)  # A21 B11
+    _lower_times(step[half:, half:], product[half:, :half], lower, accumulate=True)  # + A22 B21
     product[half:, :half] = lower
     multiply_into(step[half:, half:], product[half:, half:])
     multiply_into(step[:half, :half], product[:half, :half])
 
 
-def head_mean(maps: np.ndarray, dtype=np.float32) -> np.ndarray:
-    """(Q, K) the mean of one input's (H, Q, K) maps over its heads, in `dtype`."""
-    mean = maps.sum(axis=0, dtype=dtype)  # (Q, K)
-    mean /= maps.shape[0]
-    return mean
+def _times_lower(full: torch.Tensor, lower: torch.Tensor, out: torch.Tensor,
+                 accumulate: bool) -> None:
+    """out (+)= full @ lower, for a lower-triangular (n, n) `lower`: [X1 X2] L =
+    [X1 L11 + X2 L21, X2 L22]."""
+    size = lower.shape[0]
+    if size <= SMALLEST_SPLIT:
+        out.addmm_(full, lower, beta=1 if accumulate else 0)
+        return
+    half = size // 2
+    _times_lower(full[:, :half], lower[:half, :half], out[:, :half], accumulate)
+    out[:, :half].addmm_(full[:, half:], lower[half:, :half])
+    _times_lower(full[:, half:], lower[half:, half:], out[:, half:], accumulate)
 
 
-def residual_step(mean: np.ndarray) -> np.ndarray:
+def _lower_times(lower: torch.Tensor, full: torch.Tensor, out: torch.Tensor,
+                 accumulate: bool) -> None:
+    """out (+)= lower @ full, for a lower-triangular (n, n) `lower`: L [X1; X2] =
+    [L11 X1; L21 X1 + L22 X2]."""
+    size = lower.shape[0]
+    if size <= SMALLEST_SPLIT:
+        out.addmm_(lower, full, beta=1 if accumulate else 0)
+        return
+    half = size // 2
+    _lower_times(lower[:half, :half], full[:half], out[:half], accumulate)
+    _lower_times(lower[half:, half:], full[half:], out[half:], accumulate)
+    out[half:].addmm_(lower[half:, :half], full[:half])
+
+
+def residual_step(mean: np.ndarray | torch.Tensor) -> np.ndarray | torch.Tensor:
     """Â = rownorm((A + I) / 2) from the heads' mean A (Q, K), in place: + I, then each row
     divided by its sum (the halving cancels in the normalisation)."""
-    mean.flat[::mean.shape[0] + 1] += 1.0  # + I
-    mean /= mean.sum(axis=-1, keepdims=True)
+    matrix = as_tensor(mean)
+    matrix.diagonal().add_(1.0)  # + I
+    matrix.div_(matrix.sum(dim=-1, keepdim=True))
     return mean
 
 
@@ -109,7 +139,7 @@ class RolloutMaps:
         return sum(array.nbytes for array in kept)
 
 
-class Rollout(Reducer):
+class Rollout(PassReducer):
     """The rollout of each input, layer by layer in order; `result()` is RolloutMaps. The
     product is kept in `dtype` (float32: a 4,096-token product is 64 MB). Square maps only."""
 
@@ -122,11 +152,15 @@ class Rollout(Reducer):
         self.dtype = np.dtype(dtype)
         self._pooled: LayerLog[tuple[np.ndarray, np.ndarray]] = LayerLog()
         self._exact: LayerLog[tuple[np.ndarray, np.ndarray]] = LayerLog()
-        self._products: list[np.ndarray] = []  # (Q, K) per input of the batch being added
+        self._products: list[torch.Tensor | None] = []  # (Q, K) per input of the batch
         self._num_tokens: list[int] = []
 
-    def add(self, layer: int, maps: np.ndarray, tokens: TokenBatch,
-            norms: np.ndarray | None = None) -> None:
+    @property
+    def parts(self) -> Parts:
+        return Parts(head_sum=self.dtype)
+
+    def take(self, layer: int, maps: np.ndarray, tokens: TokenBatch,
+             rows: Sequence[LayerRows], norms: np.ndarray | None = None) -> None:
         tokens.check(maps)
         if tokens.rectangular:
             raise ValueError("rollout needs square maps (self-attention)")
@@ -136,27 +170,23 @@ class Rollout(Reducer):
         elif len(self._products) != tokens.batch_size:
             raise ValueError("a batch's layers are added in order, from layer 0")
         pooled, exact = [], []
-        for index in range(tokens.batch_size):
-            step = head_mean(tokens.cut(maps, index), self.dtype)  # (Q, K)
-            raw = self._pooled_copy(step)
-            kept_raw = step.copy() if self.keep_layers else None
+        for index, measured in enumerate(rows):
+            step = as_tensor(measured.head_sum)  # (Q, K) the heads' sum, this pass's own
+            step /= maps.shape[1]  # the heads' mean
+            raw = pooled_rows(step, self.cells)
+            kept_raw = step.numpy().copy() if self.keep_layers else None
             residual_step(step)
             product = self._products[index]
             if product is None:
                 product = self._products[index] = step
             else:
                 multiply_into(step, product)
-            pooled.append((raw, self._pooled_copy(product)))
+            pooled.append((raw, pooled_rows(product, self.cells)))
             if self.keep_layers:
-                exact.append((kept_raw, product.copy()))
+                exact.append((kept_raw, product.numpy().copy()))
         self._pooled.put(layer, pooled)
         if self.keep_layers:
             self._exact.put(layer, exact)
-
-    def _pooled_copy(self, matrix: np.ndarray) -> np.ndarray:
-        """(c, c) float32 `max_pool(matrix, cells)`, never a view of `matrix`."""
-        pooled = max_pool(matrix, self.cells)
-        return pooled.astype(np.float32, copy=pooled is matrix)
 
     def result(self) -> RolloutMaps:
         pooled = self._pooled.items()
@@ -191,4 +221,4 @@ def attention_rollout(record: AttentionRecord) -> np.ndarray:
 def residual_attention(record: AttentionRecord) -> np.ndarray:
     """(L, Q, K) float64: each layer's step Â_l = rownorm((A_l + I) / 2) (a row emptied by a
     mask becomes the identity's), the steps the Rollout reducer multiplies."""
-    return np.stack([residual_step(head_mean(maps, np.float64)) for maps in record.layers])
+    return np.stack([residual_step(mean.copy()) for mean in head_average(record)])

@@ -21,12 +21,14 @@ Dimensions: B batch, N inputs seen, L layers, H heads, Q/K query/key positions.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from models.analysis.reducer import (EMPTY_ROW_WEIGHT, LayerLog, Reducer, reduce_record,
+from models.analysis.layer_pass import LayerRows, Parts, measure
+from models.analysis.reducer import (EMPTY_ROW_WEIGHT, LayerLog, PassReducer, reduce_record,
                                      row_mean)
 from models.analysis.token_batch import ItemTokens, TokenBatch
 from models.hooks.record import AttentionRecord
@@ -63,27 +65,13 @@ LABEL_RULES = (
     f"{PATTERN_SHARE:.0%}; otherwise '{MIXED_LABEL}'."
 )
 
-# One input's layer is read in blocks of query rows holding at most this many weights, so the
-# temporaries (logs, weights times distances) stay small at any length: 8 M floats = 32 MB.
-BLOCK_WEIGHTS = 1 << 23
-_TINY = np.finfo(np.float32).tiny  # log(max(w, tiny)) * w is 0 for w = 0 and w log w otherwise
+STATISTICS_PARTS = Parts(statistics=True)
 
 
 def row_entropy_bits(weights: np.ndarray) -> np.ndarray:
     """-sum_k w log2 w along the last axis (0 log 0 = 0)."""
     logs = np.log2(weights, out=np.zeros_like(weights), where=weights > 0)
     return -np.einsum("...k,...k->...", weights, logs)
-
-
-def key_sets(item: ItemTokens) -> np.ndarray:
-    """(K, 3) float32 indicators of the [CLS] (first special), [SEP] (other special) and
-    punctuation (not special) keys. A rectangular map's keys are never special."""
-    special = [] if item.rectangular else item.special_positions.tolist()
-    sets = np.zeros((item.keys, 3), dtype=np.float32)  # (K, 3)
-    sets[special[:1], 0] = 1.0
-    sets[special[1:], 1] = 1.0
-    sets[:, 2] = item.punctuation & ~np.isin(np.arange(item.keys), special)
-    return sets
 
 
 def uniform_entropy_bits(item: ItemTokens) -> float:
@@ -94,49 +82,28 @@ def uniform_entropy_bits(item: ItemTokens) -> float:
     return float(np.log2(visible).mean())
 
 
-def item_statistics(maps: np.ndarray, item: ItemTokens) -> np.ndarray:
+def item_statistics(maps: np.ndarray, item: ItemTokens,
+                    rows: LayerRows | None = None) -> np.ndarray:
     """(C, H) float64: every column of NUMERIC_COLUMNS for each head of one input's layer.
 
-    maps: (H, Q, K) float32 weights over the input's real tokens (read only). Read in blocks of
-    query rows, in float32 with float64 means; a causal layer's hidden keys (right of the
-    diagonal, all zero) are not read.
+    maps: (H, Q, K) float32 weights over the input's real tokens (read only); rows: the layer's
+    pass (models.analysis.layer_pass) with STATISTICS_PARTS, taken here when None. Each row's
+    sums come from the pass, the means over the live rows are taken in float64.
     """
-    heads, queries, keys = maps.shape
-    sets = key_sets(item)  # (K, 3)
-    square = not item.rectangular
-    row_sums = np.empty((heads, queries), np.float32)  # (H, Q)
-    entropy = np.empty((heads, queries), np.float32)
-    shares = np.empty((heads, queries, 3), np.float32)  # (H, Q, 3)
-    distance = np.zeros((heads, queries), np.float32)  # (H, Q), square maps only
-    rows_per_block = max(1, BLOCK_WEIGHTS // max(heads * keys, 1))
-    scratch = np.empty((heads, min(rows_per_block, queries), keys), np.float32)
-    positions = np.arange(keys, dtype=np.float32)
-    for start in range(0, queries, rows_per_block):
-        stop = min(start + rows_per_block, queries)
-        seen = min(stop, keys) if item.causal and square else keys
-        block = maps[:, start:stop, :seen]  # (H, b, k): the keys these rows may see
-        work = scratch[:, :stop - start, :seen]
-        row_sums[:, start:stop] = block.sum(axis=-1)
-        np.maximum(block, _TINY, out=work)
-        np.log(work, out=work)
-        np.multiply(work, block, out=work)
-        entropy[:, start:stop] = work.sum(axis=-1)
-        shares[:, start:stop] = block @ sets[:seen]  # (H, b, 3)
-        if square:
-            offsets = np.arange(start, stop, dtype=np.float32)[:, None] - positions[:seen]
-            np.multiply(block, np.abs(offsets), out=work)  # (H, b, k) weight x |query - key|
-            distance[:, start:stop] = work.sum(axis=-1)
-    live = row_sums > EMPTY_ROW_WEIGHT  # (H, Q)
+    if rows is None:
+        rows = measure(maps, item, STATISTICS_PARTS)
+    heads = maps.shape[0]
+    live = rows.row_sums > EMPTY_ROW_WEIGHT  # (H, Q)
     columns = {
-        "entropy_bits": 0.0 - row_mean(entropy, live) / np.log(2.0),  # nats to bits, 0 not -0
+        "entropy_bits": 0.0 - row_mean(rows.entropy, live) / np.log(2.0),  # nats to bits, 0 not -0
         "first": row_mean(maps[..., 0], live),
-        "punctuation": row_mean(shares[..., 2], live),
+        "punctuation": row_mean(rows.shares[..., 2], live),
     }
-    if square:
+    if not item.rectangular:
         columns.update({
-            "mean_distance": row_mean(distance, live),
-            "cls": row_mean(shares[..., 0], live),
-            "sep": row_mean(shares[..., 1], live),
+            "mean_distance": row_mean(rows.distance, live),
+            "cls": row_mean(rows.shares[..., 0], live),
+            "sep": row_mean(rows.shares[..., 1], live),
             "self": row_mean(np.diagonal(maps, axis1=-2, axis2=-1), live),
             "previous": row_mean(np.diagonal(maps, offset=-1, axis1=-2, axis2=-1),
                                  live[..., 1:]),  # row i, key i - 1, for i >= 1
@@ -204,18 +171,22 @@ class HeadStatistics:
         return sum(values.nbytes for values in self.columns.values()) + self.broad_bits.nbytes
 
 
-class Statistics(Reducer):
+class Statistics(PassReducer):
     """The statistics of every head, layer by layer; `result()` is HeadStatistics."""
 
     def __init__(self):
         self._log: LayerLog[np.ndarray] = LayerLog()  # (C, H) per input and layer
         self._broad_bits: list[float] = []
 
-    def add(self, layer: int, maps: np.ndarray, tokens: TokenBatch,
-            norms: np.ndarray | None = None) -> None:
+    @property
+    def parts(self) -> Parts:
+        return STATISTICS_PARTS
+
+    def take(self, layer: int, maps: np.ndarray, tokens: TokenBatch,
+             rows: Sequence[LayerRows], norms: np.ndarray | None = None) -> None:
         tokens.check(maps)
         items = [tokens.item(index) for index in range(tokens.batch_size)]
-        self._log.put(layer, [item_statistics(tokens.cut(maps, index), item)
+        self._log.put(layer, [item_statistics(tokens.cut(maps, index), item, rows[index])
                               for index, item in enumerate(items)])
         if layer == 0:
             self._broad_bits.extend(uniform_entropy_bits(item) for item in items)

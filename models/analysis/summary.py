@@ -4,8 +4,9 @@ the norm-based shares when the value norms are given.
 
 `Summary` is one reducer made of the others; a whole record (`summarise_record`), a long input
 streamed layer by layer (`SummaryStream`, what the app streams with) and a batch of a corpus all
-run it. What it keeps of a 4,096-token input is a few tens of MB, whatever the model's
-L x H x T x T.
+run it. Each layer's maps are read once for all of them (models.analysis.layer_pass), so a
+summary costs a fraction of the forward that computed the maps. What it keeps of a 4,096-token
+input is a few tens of MB, whatever the model's L x H x T x T.
 
 Dimensions: N inputs seen, L layers, H heads, T tokens, q/k thumbnail blocks, c rollout blocks,
 R roles.
@@ -13,6 +14,8 @@ R roles.
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
@@ -21,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from models.analysis.detectors import SENTENCE_DETECTORS, Detectors, DetectorScores
+from models.analysis.layer_pass import measure_batch
 from models.analysis.norm_shares import NormShareColumns, NormShares, add_norm_columns
 from models.analysis.pooling import PooledMap
 from models.analysis.reducer import Reducer, reduce_record, stream_into
@@ -160,9 +164,12 @@ class Summary(Reducer):
             self.norm_shares = NormShares()
         if (norms is None) != (self.norm_shares is None):
             raise ValueError("give the value norms with every layer of every batch, or never")
-        for reducer in (self.thumbnails, self.statistics, self.detectors, self.roles,
-                        self.rollout, *(() if norms is None else (self.norm_shares,))):
-            reducer.add(layer, maps, tokens, norms)
+        reducers = (self.thumbnails, self.statistics, self.detectors, self.roles, self.rollout,
+                    *(() if norms is None else (self.norm_shares,)))
+        parts = functools.reduce(operator.or_, (reducer.parts for reducer in reducers))
+        rows = measure_batch(maps, tokens, parts, norms)  # one pass over the maps for all
+        for reducer in reducers:
+            reducer.take(layer, maps, tokens, rows, norms)
         if self.progress is not None:
             self.progress(layer + 1)
 

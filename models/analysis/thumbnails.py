@@ -7,17 +7,20 @@ Dimensions: B batch, L layers, H heads, Q/K query/key positions, q/k pooled bloc
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-from models.analysis.pooling import PooledMap, max_pool, pooled_map
-from models.analysis.reducer import LayerLog, Reducer, reduce_record
+from models.analysis.layer_pass import LayerRows, Parts
+from models.analysis.pooling import PooledMap, pooled_map
+from models.analysis.reducer import LayerLog, PassReducer, reduce_record
 from models.analysis.token_batch import TokenBatch
 from models.hooks.record import AttentionRecord
 
 THUMBNAIL_CELLS = 64
 
 
-class Thumbnails(Reducer):
+class Thumbnails(PassReducer):
     """Each input's heads max-pooled layer by layer; `result()` is one PooledMap (L, H, q, k)
     per input seen."""
 
@@ -28,15 +31,14 @@ class Thumbnails(Reducer):
         self._log: LayerLog[np.ndarray] = LayerLog()
         self._sizes: list[tuple[int, int]] = []  # (queries, keys) per input
 
-    def add(self, layer: int, maps: np.ndarray, tokens: TokenBatch,
-            norms: np.ndarray | None = None) -> None:
+    @property
+    def parts(self) -> Parts:
+        return Parts(thumbnail_cells=self.cells)
+
+    def take(self, layer: int, maps: np.ndarray, tokens: TokenBatch,
+             rows: Sequence[LayerRows], norms: np.ndarray | None = None) -> None:
         tokens.check(maps)
-        pooled = []
-        for index in range(tokens.batch_size):
-            item = tokens.cut(maps, index)  # (H, Q, K)
-            thumbnail = max_pool(item, self.cells)  # (H, q, k)
-            pooled.append(thumbnail.copy() if thumbnail is item else thumbnail)  # never a view
-        self._log.put(layer, pooled)
+        self._log.put(layer, [measured.thumbnail for measured in rows])  # (H, q, k) each
         if layer == 0:
             self._sizes.extend((int(q), int(k)) for q, k in
                                zip(tokens.query_lengths, tokens.lengths))

@@ -64,11 +64,10 @@ class CorpusWorker:
     """A Ray actor: loads the model once, then measures the batches it is handed."""
 
     def __init__(self, model: str, setup: BatchSetup, threads: int = 1):
-        import torch
-
         from models.loading.source import load
+        from models.threads import configure_threads
 
-        torch.set_num_threads(threads)
+        configure_threads(threads=threads)
         self.loaded = load(model)
         self.setup = setup
 

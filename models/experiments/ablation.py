@@ -4,7 +4,10 @@
   weighted sum of values, before W_O) by 0, mean ablation by that output's mean over the input's
   positions. The change is read on one prediction: the log-probability of a target token.
 - The importance grid (after Michel et al. 2019) ablates each head alone; B ablations share one
-  batched forward (item b of the batch has its own head switched off).
+  batched forward (item b of the batch has its own head switched off). A head ablated in layer
+  l leaves layers < l as the plain run computed them, so a batch starts at its first head's
+  layer from that layer's input kept by the plain run (models.hooks.capture.run_from_layer):
+  the grid runs about half the layers a forward per head would, and captures nothing.
 - Knockout (Geva et al. 2023) removes attention edges from one query position to chosen key
   positions, before the softmax, in a window of layers.
 
@@ -27,7 +30,7 @@ import torch
 from torch import nn
 
 from models.experiments import predictions
-from models.hooks.capture import CapturedRun, Intervention, run_captured
+from models.hooks.capture import CapturedRun, Intervention, run_captured, run_from_layer
 from models.hooks.install import HOOKED, install
 from models.experiments.classifier import SequenceClassifier
 from models.scratch.encoder import Encoder
@@ -217,26 +220,28 @@ def _forward_inputs(model: nn.Module, prepared: PreparedInput, batch: int) -> di
     return inputs
 
 
-def _run(model: nn.Module, inputs: dict, intervention: Intervention | None = None
-         ) -> CapturedRun:
-    """One captured forward; a classifier's logits (B, C) come back as (B, 1, C)."""
-    if isinstance(model, SequenceClassifier):
-        capturable(model)
-    return run_captured(model, inputs, intervention)
-
-
 def _target_log_probabilities(run: CapturedRun, target: Target, label: str) -> torch.Tensor:
     """(B,) the log-probability of the target token at its position, for each batch item."""
-    if run.logits is None:
+    return _log_probabilities_of(run.logits, target, label)
+
+
+def _log_probabilities_of(logits: torch.Tensor | None, target: Target,
+                          label: str) -> torch.Tensor:
+    """(B,) the target token's log-probability in logits (B, T, V) (or (B, 1, V) when only the
+    last position was kept)."""
+    if logits is None:
         raise NoPrediction(no_prediction_message(label))
-    logits = run.logits  # (B, T, V), or (B, 1, V) when only the last position was kept
     row = logits[:, target.position] if logits.size(1) > 1 else logits[:, -1]  # (B, V)
     return torch.log_softmax(row.float(), dim=-1)[:, target.token_id]
 
 
 def plain_run(model: nn.Module, prepared: PreparedInput,
-              intervention: Intervention | None = None) -> CapturedRun:
-    return _run(model, _forward_inputs(model, prepared, 1), intervention)
+              intervention: Intervention | None = None,
+              keep_residual: bool = False) -> CapturedRun:
+    """One captured forward of the input (with each layer's input kept, with `keep_residual`)."""
+    if isinstance(model, SequenceClassifier):
+        capturable(model)
+    return run_captured(model, _forward_inputs(model, prepared, 1), intervention, keep_residual)
 
 
 def _outcome(run: CapturedRun, prepared: PreparedInput, target: Target, tokenizer,
@@ -323,11 +328,13 @@ def importance_grid(model: nn.Module, prepared: PreparedInput, target: Target,
     """(L, H): the target's log-probability with that head alone ablated, minus without.
 
     Negative = the head helps the prediction. `batch_size` single-head ablations run in one
-    forward (default: `grid_batch_size`); `progress(done, total)` is called after each.
+    forward (default: `grid_batch_size`), heads in layer order; each batch starts at its first
+    head's layer from that layer's input in the plain run (the layers below are unchanged);
+    `progress(done, total)` is called after each.
     """
     if batch_size is not None and batch_size < 1:
         raise ValueError("The batch size must be at least 1.")
-    base = plain_run(model, prepared)
+    base = plain_run(model, prepared, keep_residual=True)
     baseline = _target_log_probabilities(base, target, prepared.source)[0]
     layers, heads = head_shape(base)
     batch_size = batch_size or grid_batch_size(base, prepared)
@@ -336,12 +343,16 @@ def importance_grid(model: nn.Module, prepared: PreparedInput, target: Target,
     changes = torch.empty(total)
     for start in range(0, total, batch_size):
         stop = min(start + batch_size, total)
-        scale = torch.ones(stop - start, layers * heads)
-        scale[torch.arange(stop - start), torch.arange(start, stop)] = 0.0  # item b ablates one
+        count = stop - start
+        scale = torch.ones(count, layers * heads)
+        scale[torch.arange(count), torch.arange(start, stop)] = 0.0  # item b ablates one
         edit = Intervention(head_scale=scale.view(-1, layers, heads),  # (B, L, H)
                             head_replacement=replacement)
-        run = _run(model, _forward_inputs(model, prepared, stop - start), edit)
-        changes[start:stop] = _target_log_probabilities(run, target, prepared.source) - baseline
+        first = start // heads  # the batch's first head's layer
+        entering = base.residual[first]  # (1, T, D)
+        logits = run_from_layer(model, _forward_inputs(model, prepared, count), first,
+                                entering.expand(count, *entering.shape[1:]).contiguous(), edit)
+        changes[start:stop] = _log_probabilities_of(logits, target, prepared.source) - baseline
         if progress is not None:
             progress(stop, total)
     return changes.view(layers, heads)  # (L, H)

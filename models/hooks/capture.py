@@ -25,7 +25,7 @@ from models.hooks.layouts import stacks
 from models.hooks.run import LayerPlan, Run, run_model
 
 __all__ = ["CapturedRun", "Intervention", "LayerCapture", "install", "run_captured",
-           "run_streamed"]
+           "run_from_layer", "run_streamed"]
 CAPTURED = ("q", "k", "v", "pattern", "z")
 
 
@@ -182,6 +182,20 @@ def run_captured(model: nn.Module, inputs: dict[str, torch.Tensor],
                   run.cache[points.resid_post(count - 1)])
     return CapturedRun(tuple(_layer(model, run, index, layers[index]) for index in sorted(layers)),
                        _logits(output), stream)
+
+
+def run_from_layer(model: nn.Module, inputs: dict[str, torch.Tensor], start: int,
+                   start_input: torch.Tensor, intervention: Intervention | None = None
+                   ) -> torch.Tensor | None:
+    """The logits (B, T, V) of one forward of `model` on `inputs` (a classifier's (B, 1, C)),
+    with `intervention`'s edits and nothing captured, that skips the layers before `start`:
+    layer `start` reads `start_input` (B, T, D), that layer's input kept from an earlier run.
+    An edit in layer l leaves the layers before l as they were, so a batch of edits in layers
+    >= `start` costs only the layers from `start` on."""
+    _hooked(model)
+    edits = intervention.edits(num_layers(model)) if intervention else None
+    run = Run(edits=edits, plan=LayerPlan(start=start, start_input=start_input))
+    return _logits(run_model(model, forward_inputs(model, inputs), run))
 
 
 def run_streamed(model: nn.Module, inputs: dict[str, torch.Tensor],

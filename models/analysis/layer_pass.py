@@ -1,0 +1,272 @@
+"""One pass over one input's layer: everything the per-layer reducers read of its maps, in torch.
+
+The statistics, roles, detectors, norm-based shares, thumbnails and rollout all read the same
+(H, Q, K) maps, and at 4,096 tokens one layer's maps are 600 MB: reading them once per reducer
+cost as much as the forward itself. `measure` reads them once, a block of query rows at a time
+(small enough to stay in the processor's cache while every sum is taken of it), with torch's
+threads (the forward's own), and keeps only what is linear in the length: per head and query
+row the row's total, its entropy terms, its weight on the special and punctuation keys, on the
+keys left and right of the diagonal and the distance it attends over, its norm-weighted total;
+per head the max-pooled thumbnail; and the heads' sum (Q, K) the rollout starts from. A causal
+layer's keys right of a block's last row are all zero: they are not read.
+
+Each reducer states the `Parts` it reads; a Summary asks for all of them in one pass.
+
+Dimensions: H heads, Q/K query/key positions, b rows of a block, k keys read, q/k' pooled blocks.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, fields
+
+import numpy as np
+import torch
+
+from models.analysis.pooling import block_starts, max_pool
+from models.analysis.token_batch import ItemTokens, TokenBatch
+
+# A block of query rows holds at most this many weights of every head (8 MB of float32): few
+# enough blocks that torch's calls cost nothing, each small enough to stay in the processor's
+# last-level cache while the pass takes its sums, maxima and logarithms (measured at 4,096
+# tokens: 2x faster than 1 MB blocks, the same as 16 MB).
+BLOCK_WEIGHTS = 1 << 21
+KEY_SETS = ("cls", "sep", "punctuation")
+
+
+@dataclass(frozen=True)
+class Parts:
+    """What a reducer reads of a layer. `statistics`: entropy terms, key-set shares and
+    distances; `sides`: weight left and right of the diagonal; `thumbnail_cells`: thumbnails
+    max-pooled to at most this many blocks a side (0: none); `head_sum`: the heads' sum, in
+    this numpy dtype (None: none); `norms`: each row's norm-weighted total."""
+
+    statistics: bool = False
+    sides: bool = False
+    thumbnail_cells: int = 0
+    head_sum: np.dtype | None = None
+    norms: bool = False
+
+    def __or__(self, other: Parts) -> Parts:
+        """Both reducers' parts, read in one pass."""
+        for name in ("thumbnail_cells", "head_sum"):
+            mine, theirs = getattr(self, name), getattr(other, name)
+            if mine and theirs and mine != theirs:
+                raise ValueError(f"two reducers ask one pass for different {name}: "
+                                 f"{mine} and {theirs}")
+        return Parts(**{field.name: getattr(self, field.name) or getattr(other, field.name)
+                        for field in fields(self)})
+
+
+@dataclass(frozen=True)
+class LayerRows:
+    """What one pass measured of one input's layer (the parts asked for; None otherwise).
+
+    row_sums: (H, Q) float32, every row's total weight.
+    entropy: (H, Q) float32, sum_k w ln w (nats, <= 0).
+    shares: (H, Q, 3) float32, weight on the KEY_SETS keys (`key_sets`).
+    distance: (H, Q) float32, sum_k w |q - k| (square maps).
+    left, right: (H, Q) float32, weight on the keys before and after the query (square maps).
+    norm_sums: (H, Q) float32, sum_k w ||v_k W_O^h||.
+    thumbnail: (H, q, k') float32, the maps max-pooled (models.analysis.pooling.max_pool).
+    head_sum: (Q, K) the heads' sum, in the dtype asked for.
+    """
+
+    row_sums: np.ndarray
+    entropy: np.ndarray | None = None
+    shares: np.ndarray | None = None
+    distance: np.ndarray | None = None
+    left: np.ndarray | None = None
+    right: np.ndarray | None = None
+    norm_sums: np.ndarray | None = None
+    thumbnail: np.ndarray | None = None
+    head_sum: np.ndarray | None = None
+
+
+def as_tensor(array: np.ndarray | torch.Tensor) -> torch.Tensor:
+    """A torch view of a numpy array, sharing its memory (a read-only array is only read); a
+    tensor as it is."""
+    if isinstance(array, torch.Tensor):
+        return array
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        return torch.from_numpy(array)
+
+
+def key_sets(item: ItemTokens) -> np.ndarray:
+    """(K, 3) float32 indicators of the [CLS] (first special), [SEP] (other special) and
+    punctuation (not special) keys. A rectangular map's keys are never special."""
+    special = [] if item.rectangular else item.special_positions.tolist()
+    sets = np.zeros((item.keys, 3), dtype=np.float32)  # (K, 3)
+    sets[special[:1], 0] = 1.0
+    sets[special[1:], 1] = 1.0
+    sets[:, 2] = item.punctuation & ~np.isin(np.arange(item.keys), special)
+    return sets
+
+
+def measure(maps: np.ndarray, item: ItemTokens, parts: Parts,
+            norms: np.ndarray | None = None) -> LayerRows:
+    """One input's layer measured in one pass: maps (H, Q, K) over its real tokens (read only;
+    float32, another dtype is copied to float32), norms (H, K) when `parts.norms`."""
+    weights = as_tensor(np.asarray(maps))
+    if weights.dtype != torch.float32:
+        weights = weights.float()
+    heads, queries, keys = weights.shape
+    square = not item.rectangular
+    causal = item.causal and square
+    sides = square and (parts.sides or parts.statistics)
+    fixed = np.ones((keys, 1), np.float32)  # (K, 1): the row's total
+    if parts.statistics:
+        fixed = np.concatenate([fixed, key_sets(item)], axis=1)  # (K, 4)
+    fixed = torch.from_numpy(fixed)
+    norm_columns = None
+    if parts.norms:
+        if norms is None:
+            raise ValueError("norm-weighted sums need the value norms ||v_j W_O^h||")
+        norm_columns = as_tensor(np.asarray(norms, dtype=np.float32))[..., None]  # (H, K, 1)
+    positions = torch.arange(keys, dtype=torch.float32)
+    width = fixed.size(1)
+    norm_at = width + (4 if sides else 0)  # columns: fixed, outside (sides), norms (last)
+    totals = torch.empty(heads, queries, norm_at + (1 if parts.norms else 0))  # (H, Q, m)
+    corner = torch.zeros(heads, queries, 3)  # (H, Q, 3): left, right, distance in the block
+    entropy = torch.empty(heads, queries) if parts.statistics else None
+    head_sum = None
+    if parts.head_sum is not None:
+        head_sum = torch.zeros(queries, keys, dtype=_torch_dtype(parts.head_sum))  # (Q, K)
+    thumbnail = _Thumbnail(heads, queries, keys, parts.thumbnail_cells) \
+        if parts.thumbnail_cells else None
+    rows_per_block = max(1, BLOCK_WEIGHTS // max(heads * keys, 1))
+    for start in range(0, queries, rows_per_block):
+        stop = min(start + rows_per_block, queries)
+        seen = stop if causal else keys  # a causal block's later keys are zero
+        block = weights[:, start:stop, :seen]  # (H, b, k)
+        rows = slice(start, stop)
+        columns = fixed[:seen]  # (k, m)
+        if sides:
+            columns = torch.cat([columns, _outside(positions[:seen], start, stop)], dim=1)
+            corner[:, rows] = _corner(block[:, :, start:stop])
+        if norm_columns is None:
+            totals[:, rows] = torch.matmul(block, columns)  # (H, b, m)
+        else:  # each head's own norms as one more column: the block is read once
+            totals[:, rows] = torch.bmm(block, torch.cat(
+                [columns.expand(heads, *columns.shape), norm_columns[:, :seen]], dim=2))
+        if entropy is not None:
+            entropy[:, rows] = _entropy_terms(block)
+        if head_sum is not None:
+            torch.sum(block, dim=0, dtype=head_sum.dtype, out=head_sum[rows, :seen])
+        if thumbnail is not None:
+            thumbnail.add(block, start, stop)
+    row_sums = totals[..., 0]
+    outside = totals[..., width:width + 4]  # (H, Q, 4): before the block, and after it
+    left = outside[..., 0] + corner[..., 0] if sides else None
+    right = outside[..., 2] + corner[..., 1] if sides else None
+    distance = None
+    if sides and parts.statistics:
+        offsets = torch.arange(queries, dtype=torch.float32)  # (Q,)
+        block_start = offsets - offsets % rows_per_block  # each query's block's first row
+        block_stop = torch.clamp(block_start + rows_per_block, max=queries)
+        distance = ((offsets - block_start) * outside[..., 0] + outside[..., 1] + corner[..., 2]
+                    + (block_stop - offsets) * outside[..., 2] + outside[..., 3])  # (H, Q)
+    return LayerRows(
+        row_sums=row_sums.numpy(),
+        entropy=None if entropy is None else entropy.numpy(),
+        shares=totals[..., 1:width].numpy() if parts.statistics else None,
+        distance=None if distance is None else distance.numpy(),
+        left=None if left is None else left.numpy(),
+        right=None if right is None else right.numpy(),
+        norm_sums=totals[..., norm_at].numpy() if parts.norms else None,
+        thumbnail=None if thumbnail is None else thumbnail.result(),
+        head_sum=None if head_sum is None else head_sum.numpy())
+
+
+def measure_batch(maps: np.ndarray, tokens: TokenBatch, parts: Parts,
+                  norms: np.ndarray | None = None) -> tuple[LayerRows, ...]:
+    """`measure` of each input of a batch: maps (B, H, Q, K), norms (B, H, K) or None."""
+    tokens.check(maps)
+    lengths = tokens.lengths
+    return tuple(
+        measure(tokens.cut(maps, index), tokens.item(index), parts,
+                None if norms is None or not parts.norms else norms[index, :, :lengths[index]])
+        for index in range(tokens.batch_size))
+
+
+def _torch_dtype(dtype) -> torch.dtype:
+    return torch.from_numpy(np.zeros(0, dtype=np.dtype(dtype))).dtype
+
+
+def _outside(positions: torch.Tensor, start: int, stop: int) -> torch.Tensor:
+    """(k, 4) the columns that give, multiplied by a block's rows [start, stop), each row's
+    weight on the keys before the block and sum_k w (start - k) over them, then its weight on
+    the keys after the block and sum_k w (k - stop) over them (distances from the block's
+    edges: positive terms only, nothing cancels in float32)."""
+    columns = torch.zeros(positions.size(0), 4)  # (k, 4)
+    columns[:start, 0] = 1.0
+    columns[:start, 1] = start - positions[:start]
+    columns[stop:, 2] = 1.0
+    columns[stop:, 3] = positions[stop:] - stop
+    return columns
+
+
+def _corner(square: torch.Tensor) -> torch.Tensor:
+    """(H, b, 3) for the block's (H, b, b) corner (its rows' own positions as keys): each row's
+    weight before and after the diagonal, and sum_k w |q - k| over the corner."""
+    size = square.size(-1)
+    index = torch.arange(size)
+    offsets = (index[:, None] - index[None, :]).float()  # (b, b) q - k
+    below = (offsets > 0).float()
+    above = (offsets < 0).float()
+    return torch.stack([(square * below).sum(-1), (square * above).sum(-1),
+                        (square * offsets.abs()).sum(-1)], dim=-1)  # (H, b, 3)
+
+
+def _entropy_terms(block: torch.Tensor) -> torch.Tensor:
+    """(H, b) sum_k w ln w of each row (0 ln 0 = 0), in one elementwise pass (xlogy)."""
+    return torch.special.xlogy(block, block).sum(-1)
+
+
+class _Thumbnail:
+    """Each head's maps max-pooled while the pass goes over the rows: each query block's
+    elementwise maximum of its rows (all keys), then the key blocks of those few rows."""
+
+    def __init__(self, heads: int, queries: int, keys: int, cells: int):
+        self.cells = cells
+        self.starts = block_starts(queries, cells)  # (q,) each query block's first row
+        self.whole_rows = queries <= cells  # each row is its own block
+        # A causal row's unread keys are zero, and so is their maximum.
+        self.rows = torch.zeros(heads, len(self.starts), keys)  # (H, q, K)
+        self.filled = np.zeros(len(self.starts), dtype=bool)
+        self.ends = np.r_[self.starts[1:], queries]
+
+    def add(self, block: torch.Tensor, start: int, stop: int) -> None:
+        seen = block.size(-1)
+        if self.whole_rows:
+            self.rows[:, start:stop, :seen] = block
+            return
+        first = int(np.searchsorted(self.starts, start, side="right")) - 1
+        last = int(np.searchsorted(self.starts, stop - 1, side="right")) - 1
+        for index in range(first, last + 1):
+            rows = slice(max(self.starts[index], start) - start, min(self.ends[index], stop) - start)
+            part = torch.amax(block[:, rows], dim=1)  # (H, k)
+            target = self.rows[:, index, :seen]
+            if self.filled[index]:  # a causal row's unread keys count as its zeros
+                torch.maximum(target, part, out=target)
+            else:
+                target.copy_(part)
+            self.filled[index] = True
+
+    def result(self) -> np.ndarray:
+        """(H, q, k') float32, never a view of the maps."""
+        return max_pool(self.rows.numpy(), self.cells)
+
+
+def pooled_rows(matrix: torch.Tensor, cells: int) -> np.ndarray:
+    """(Q, K) -> (min(Q, cells), min(K, cells)) float32 numpy, the maximum of each block (as
+    models.analysis.pooling.max_pool), the rows pooled in torch; never a view of `matrix`."""
+    queries = matrix.size(0)
+    if queries <= cells:
+        rows = matrix.float().clone()
+    else:
+        starts = block_starts(queries, cells)
+        rows = torch.stack([torch.amax(matrix[begin:end], dim=0) for begin, end in
+                            zip(starts, [*starts[1:], queries])]).float()  # (q, K)
+    return max_pool(rows.numpy(), cells)

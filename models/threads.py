@@ -1,0 +1,146 @@
+"""Threads chosen on purpose: how many threads each forward runs on, and how they wait for work.
+
+torch runs a forward's matrix products and elementwise work on OpenMP threads (its intra-op
+threads). Left alone it takes one per core, and its OpenMP threads wait for work by spinning.
+On a machine whose cores are also wanted by something else (another session's forward, the
+browser, another process), a spinning thread holds a core another thread needs, and a forward
+can take twenty times longer (issue 27: SmolLM2 at 128 tokens, 11.2 s with 2 threads against
+0.52 s with 1). The plan:
+
+- threads per forward: the setting ATTENTION_EXPLORER_THREADS (`threads_setting`: a whole
+  number, or `auto`), else OMP_NUM_THREADS when the operator set it, else the cores this
+  process may use divided by the forwards expected at the same moment (`sessions`), at least 1.
+  A served app expects one forward per core at a time (`configure_server_threads`): a class's
+  sessions run side by side, each on one core, instead of two threads fighting for each core;
+- OpenMP's wait policy PASSIVE: a thread with no work sleeps instead of spinning, so an
+  oversubscribed core is shared, not fought over.
+
+The wait policy is read once, when OpenMP starts, that is when torch is first imported (numpy's
+own BLAS threads likewise when numpy is). `configure_threads` therefore puts the plan in the
+environment and only then imports torch: called first thing in an entry point (the CLI, the
+benches, the app before it imports the engine) it takes effect; called later it still sets
+torch's thread count, and `ThreadPlan.wait_policy_active` says the policy came too late (a
+launcher such as start.sh can export OMP_WAIT_POLICY=PASSIVE itself). Variables the operator
+set are left as they are: OMP_NUM_THREADS, when set, is the thread count.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+SETTING_VARIABLE = "ATTENTION_EXPLORER_THREADS"  # threads per forward, or "auto"
+AUTO = "auto"
+SERVED_FORWARDS_PER_CORE = 1  # a served class: one forward at a time per core (bench_threads.py)
+WAIT_POLICY = "PASSIVE"
+WAIT_POLICY_VARIABLE = "OMP_WAIT_POLICY"
+THREADS_VARIABLE = "OMP_NUM_THREADS"
+BLAS_THREADS_VARIABLE = "OPENBLAS_NUM_THREADS"  # numpy's BLAS (torch's own follows OpenMP)
+CGROUP_QUOTA = Path("/sys/fs/cgroup/cpu.max")  # "max 100000" or "<quota> <period>" (cgroup v2)
+
+
+@dataclass(frozen=True)
+class ThreadPlan:
+    """What a process runs its forwards with: `threads` intra-op threads for each of `sessions`
+    concurrent forwards on `cores` cores, OpenMP waiting by `wait_policy`; `wait_policy_active`
+    is False when OpenMP had started before the policy was put in the environment."""
+
+    cores: int
+    sessions: int
+    threads: int
+    wait_policy: str
+    wait_policy_active: bool
+
+    def describe(self) -> str:
+        """One sentence for a log or a bench's header."""
+        late = "" if self.wait_policy_active else " (set too late: OpenMP had already started)"
+        return (f"{self.threads} torch thread(s) per forward for {self.sessions} concurrent "
+                f"forward(s) on {self.cores} core(s), OpenMP wait policy "
+                f"{self.wait_policy}{late}")
+
+
+def available_cores() -> int:
+    """The cores this process may run on: its CPU affinity, cut by a cgroup CPU quota."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
+        (os.cpu_count() or 1)
+    try:
+        quota, period = CGROUP_QUOTA.read_text().split()[:2]
+        if quota != "max":
+            cores = min(cores, math.ceil(int(quota) / int(period)))
+    except (OSError, ValueError):
+        pass  # no cgroup v2 quota here: the affinity is the limit
+    return max(1, cores)
+
+
+def threads_setting() -> int | None:
+    """The threads per forward the operator chose (ATTENTION_EXPLORER_THREADS, a whole number of
+    at least 1), or None for `auto` or unset; anything else is a ValueError of one sentence."""
+    text = os.environ.get(SETTING_VARIABLE, "").strip()
+    if not text or text.lower() == AUTO:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"{SETTING_VARIABLE} must be a whole number of threads (at least 1) "
+                         f"or '{AUTO}', not '{text}'.")
+    return int(text)
+
+
+def operator_threads() -> int | None:
+    """The threads per forward the operator set: ATTENTION_EXPLORER_THREADS (`threads_setting`),
+    else OMP_NUM_THREADS when it is a whole number of at least 1; None when neither is."""
+    setting = threads_setting()
+    if setting is not None:
+        return setting
+    chosen = os.environ.get(THREADS_VARIABLE, "").strip()
+    return int(chosen) if chosen.isdigit() and int(chosen) >= 1 else None
+
+
+def thread_plan(sessions: int | None = None, cores: int | None = None,
+                threads: int | None = None) -> ThreadPlan:
+    """The plan for `sessions` concurrent forwards (None: one) on `cores` cores (None: the
+    available ones), nothing applied yet: `threads` per forward when the caller fixes them (a
+    corpus actor given one core), else cores // sessions, at least 1; waiting passively. The
+    operator's choices win: `operator_threads()` for the threads, OMP_WAIT_POLICY for the wait
+    policy."""
+    sessions = 1 if sessions is None else int(sessions)
+    if sessions < 1:
+        raise ValueError("The number of concurrent sessions must be at least 1.")
+    cores = available_cores() if cores is None else max(1, int(cores))
+    chosen = operator_threads()
+    if chosen is None:
+        chosen = max(1, cores // sessions if threads is None else int(threads))
+    given = os.environ.get(WAIT_POLICY_VARIABLE, "").strip().upper()
+    return ThreadPlan(cores=cores, sessions=sessions, threads=chosen,
+                      wait_policy=given or WAIT_POLICY,
+                      wait_policy_active=bool(given) or "torch" not in sys.modules)
+
+
+def configure_threads(sessions: int | None = None, threads: int | None = None) -> ThreadPlan:
+    """Apply `thread_plan(sessions, threads=threads)` (see the module docstring): the wait
+    policy (and numpy's BLAS threads) into the environment when OpenMP has not started yet, then
+    torch's intra-op threads. Call it first thing in an entry point; calling it again (an app's
+    rerun) sets torch's threads again. A setting that is not a number of threads is logged in
+    one sentence and dropped (as `auto`), so an entry point still starts."""
+    try:
+        threads_setting()
+    except ValueError as error:
+        logging.getLogger(__name__).warning("%s Using '%s'.", error, AUTO)
+        os.environ[SETTING_VARIABLE] = AUTO
+    plan = thread_plan(sessions, threads=threads)
+    if "torch" not in sys.modules:
+        os.environ.setdefault(WAIT_POLICY_VARIABLE, plan.wait_policy)
+        if "numpy" not in sys.modules:
+            os.environ.setdefault(BLAS_THREADS_VARIABLE, str(plan.threads))
+    import torch  # after the environment is set: OpenMP reads it as torch loads
+
+    torch.set_num_threads(plan.threads)
+    return plan
+
+
+def configure_server_threads() -> ThreadPlan:
+    """`configure_threads` for a served app: SERVED_FORWARDS_PER_CORE forwards at a time on each
+    core (one thread per forward unless the operator set the threads)."""
+    return configure_threads(sessions=available_cores() * SERVED_FORWARDS_PER_CORE)

@@ -1,0 +1,76 @@
+"""The one pass over a layer's maps (models.analysis.layer_pass), read in blocks of query rows as a
+long input's layer is: with blocks of one, a few and many rows (boundaries that cut the
+thumbnail's pooled blocks and the diagonal's corners), a Summary's statistics, roles, thumbnails,
+rollout, detectors and norm-based shares are each number's definition, one cell at a time
+(tests/analysis/references.py), for inputs padded into one batch, causal or not."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from models.analysis import layer_pass
+from models.analysis.norm_shares import NORM_COLUMNS
+from models.analysis.roles import ROLES
+from models.analysis.statistics import NUMERIC_COLUMNS
+from models.analysis.summary import Summary
+from tests.analysis import references
+from tests.analysis.batches import feed_batch
+
+ATOL = 1e-5
+LENGTHS = (23, 17, 20)  # padded to 23
+HEADS = 4
+THUMBNAIL_CELLS = 6  # pooled blocks of 3-4 rows: block boundaries fall inside them
+ROLLOUT_CELLS = 5
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("rows_per_block", [1, 3, 7, 100])
+def test_a_summary_read_in_blocks_of_rows_is_every_numbers_definition(monkeypatch, causal,
+                                                                      rows_per_block):
+    # Blocks of `rows_per_block` query rows of the widest input (fewer keys: more rows).
+    monkeypatch.setattr(layer_pass, "BLOCK_WEIGHTS", rows_per_block * HEADS * max(LENGTHS))
+    batch = [references.random_item(count, 70 + index, causal, heads=HEADS)
+             for index, count in enumerate(LENGTHS)]
+    rng = np.random.default_rng(71)
+    norms = [rng.random((3, HEADS, item.count)).astype(np.float32) + 0.1 for item in batch]
+    result = feed_batch(Summary(THUMBNAIL_CELLS, ROLLOUT_CELLS, exact_rollout=True), batch, norms)
+    for index, item in enumerate(batch):
+        one = result.item(index)
+        statistics = references.statistics(item)
+        for name in NUMERIC_COLUMNS:
+            np.testing.assert_allclose(one.head_statistics.columns[name][0], statistics[name],
+                                       rtol=0, atol=ATOL, err_msg=name)
+        np.testing.assert_allclose(one.roles, references.roles(item), rtol=0, atol=ATOL)
+        if causal:
+            assert one.roles[..., ROLES.index("later")].max() == 0.0
+        for layer, head in np.ndindex(3, HEADS):
+            np.testing.assert_array_equal(
+                one.pooled[layer, head],
+                references.max_pooled(item.weights[layer, head], THUMBNAIL_CELLS))
+        averages, rolled = references.rollout(item)
+        np.testing.assert_allclose(one.rollout.raw[0], averages, rtol=0, atol=ATOL)
+        np.testing.assert_allclose(one.rollout.rolled[0], rolled, rtol=0, atol=ATOL)
+        for layer in range(3):
+            np.testing.assert_allclose(one.rollout_rolled[layer],
+                                       references.max_pooled(rolled[layer], ROLLOUT_CELLS),
+                                       atol=ATOL)
+        detectors = references.detector_scores(item)
+        for name in one.detectors:  # the sentence detectors
+            expected = detectors[name]
+            if isinstance(expected, str):
+                assert isinstance(one.detectors[name], str)
+            else:
+                np.testing.assert_allclose(one.detector_scores(name), expected, rtol=0,
+                                           atol=ATOL, err_msg=name)
+        shares = references.norm_shares(item, norms[index])
+        for name in NORM_COLUMNS:
+            np.testing.assert_allclose(one.norm_shares.columns[name][0], shares[name], rtol=0,
+                                       atol=ATOL, err_msg=name)
+
+
+def test_parts_of_two_reducers_are_read_in_one_pass_and_must_agree():
+    both = layer_pass.Parts(statistics=True, thumbnail_cells=4) | layer_pass.Parts(norms=True)
+    assert both == layer_pass.Parts(statistics=True, thumbnail_cells=4, norms=True)
+    with pytest.raises(ValueError, match="thumbnail_cells"):
+        layer_pass.Parts(thumbnail_cells=4) | layer_pass.Parts(thumbnail_cells=8)

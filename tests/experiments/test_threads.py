@@ -1,0 +1,113 @@
+"""Threads chosen on purpose (models/threads.py): the plan's arithmetic and who wins (the
+operator's setting, then OMP_NUM_THREADS, then the caller); applied in a fresh interpreter before
+torch loads, the wait policy is in the environment OpenMP reads and torch runs the planned
+threads; the command line and the app apply it before anything imports torch."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from models import threads
+from models.threads import configure_threads, thread_plan, threads_setting
+
+ROOT = Path(__file__).resolve().parents[2]
+VARIABLES = (threads.SETTING_VARIABLE, threads.THREADS_VARIABLE, threads.WAIT_POLICY_VARIABLE,
+             threads.BLAS_THREADS_VARIABLE)
+
+
+@pytest.fixture
+def clean_environment(monkeypatch):
+    for name in VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+def test_threads_per_forward_are_the_cores_shared_by_the_sessions(clean_environment):
+    assert thread_plan(sessions=1, cores=4).threads == 4
+    assert thread_plan(sessions=2, cores=4).threads == 2
+    assert thread_plan(sessions=2, cores=2).threads == 1
+    assert thread_plan(sessions=5, cores=2).threads == 1  # never fewer than one
+    assert thread_plan(sessions=1, cores=4, threads=1).threads == 1  # the caller fixes them
+    assert thread_plan(cores=2).wait_policy == "PASSIVE"
+    with pytest.raises(ValueError, match="at least 1"):
+        thread_plan(sessions=0)
+
+
+def test_the_operators_setting_wins_then_omp_num_threads(clean_environment):
+    clean_environment.setenv(threads.THREADS_VARIABLE, "3")
+    assert thread_plan(sessions=4, cores=4, threads=1).threads == 3
+    clean_environment.setenv(threads.SETTING_VARIABLE, "2")
+    assert thread_plan(sessions=4, cores=4, threads=1).threads == 2
+    clean_environment.setenv(threads.SETTING_VARIABLE, " Auto ")
+    assert threads_setting() is None and thread_plan(sessions=4, cores=4).threads == 3
+    clean_environment.setenv(threads.WAIT_POLICY_VARIABLE, "active")
+    assert thread_plan().wait_policy == "ACTIVE"  # the operator's policy is kept
+
+
+@pytest.mark.parametrize("text", ["0", "-1", "two", "1.5"])
+def test_a_setting_that_is_not_a_number_of_threads_is_one_sentence(clean_environment, text):
+    clean_environment.setenv(threads.SETTING_VARIABLE, text)
+    with pytest.raises(ValueError, match=f"ATTENTION_EXPLORER_THREADS must be .* not '{text}'"):
+        threads_setting()
+    before = __import__("torch").get_num_threads()
+    try:
+        plan = configure_threads(sessions=1, threads=before)  # logged, then as `auto`
+    finally:
+        __import__("torch").set_num_threads(before)
+    assert plan.threads == before
+
+
+def fresh_interpreter(code: str, **settings: str) -> dict:
+    environment = {name: value for name, value in os.environ.items() if name not in VARIABLES}
+    environment.update(settings)
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=environment,
+                          capture_output=True, text=True, check=True, timeout=300)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+REPORT = ("import json, os, sys, torch; print(json.dumps({'threads': torch.get_num_threads(), "
+          "'policy': os.environ.get('OMP_WAIT_POLICY'), 'active': plan.wait_policy_active}))")
+
+
+def test_applied_before_torch_loads_the_plan_is_what_torch_and_openmp_run():
+    applied = fresh_interpreter(
+        "from models.threads import configure_threads\n"
+        "plan = configure_threads(sessions=1)\n" + REPORT, ATTENTION_EXPLORER_THREADS="1")
+    assert applied == {"threads": 1, "policy": "PASSIVE", "active": True}
+    late = fresh_interpreter(
+        "import torch\nfrom models.threads import configure_threads\n"
+        "plan = configure_threads(sessions=1)\n" + REPORT, ATTENTION_EXPLORER_THREADS="1")
+    assert late == {"threads": 1, "policy": None, "active": False}  # said, not pretended
+
+
+def test_the_command_line_applies_the_plan_before_torch_loads():
+    applied = fresh_interpreter(
+        "import cli.main\nfrom models.threads import thread_plan\nplan = thread_plan()\n"
+        + REPORT, ATTENTION_EXPLORER_THREADS="1")
+    assert applied["threads"] == 1 and applied["policy"] == "PASSIVE"
+
+
+def test_the_app_applies_the_plan_before_any_other_import():
+    tree = ast.parse((ROOT / "app.py").read_text())
+    body = [node for node in tree.body if not (isinstance(node, ast.Expr)
+                                               and isinstance(node.value, ast.Constant))]
+    standard = {"logging", "pathlib"}
+    for index, node in enumerate(body):
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            assert ast.unparse(node.value) == "configure_server_threads()"
+            break
+        if isinstance(node, ast.ImportFrom):
+            assert node.module in standard | {"models.threads"}, node.module
+        else:
+            assert isinstance(node, ast.Import), ast.unparse(node)
+            assert {alias.name for alias in node.names} <= standard
+    else:
+        pytest.fail("app.py never calls configure_server_threads()")
+    assert "OMP_WAIT_POLICY" in (ROOT / "start.sh").read_text()
