@@ -50,7 +50,9 @@ from ui.state import (DEFAULT_TEXT, LOADED_NAMES, MODEL_INPUT, OFFERED, ModelOff
                       sidebar_name)
 
 SHARED = ("text", "pair", "model", "seed", "merge", "hide", "long", "present")
-RESERVED = frozenset(SHARED) | {"embed", "embed_options"}  # Streamlit keeps the last two
+# Streamlit keeps "embed" and "embed_options"; "deck" is a whole deck shared as one link
+# (pages/deck.py reads it, ui/decks.py writes it).
+RESERVED = frozenset(SHARED) | {"embed", "embed_options", "deck"}
 TRUE, FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 
