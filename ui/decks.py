@@ -185,7 +185,7 @@ def _keys_script(showing: Showing) -> str:
   }}
   if (window.__deckSlide === settings.slide) return;
   window.__deckSlide = settings.slide;
-  const sidebar = doc.querySelector('[data-testid="stSidebar"][aria-expanded="true"]');
+  const sidebar = doc.querySelector('[data-testid="stSidebar"][data-collapsed="false"]');
   const collapse = doc.querySelector('[data-testid="stSidebarCollapseButton"] button');
   if (sidebar && collapse) collapse.click();
   const started = performance.now();

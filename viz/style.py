@@ -71,6 +71,11 @@ PRESENTER_AXIS_TITLE_PX = 20
 PRESENTER_TITLE_PX = 24
 PRESENTER_MAX_HEIGHT_PX = 570  # a figure this tall fits a 1280 x 720 screen under a heading
 PRESENTER_TEXT_COLOR = "#111111"  # 18.9:1 on white (WCAG asks 7:1 for enhanced contrast)
+PRESENTER_TITLE_CHARS = 30  # a title wraps after about this many characters (a third of 1280 px)
+PRESENTER_NOTE_CHARS = 44  # a note under a plot wraps after about this many characters
+PRESENTER_LINE_FACTOR = 1.3  # a line of text takes this many font sizes of height
+PRESENTER_TITLE_PAD_PX = 10  # between a title and what is under it
+PRESENTER_NOTE_CLEARANCE_PX = 100  # under a plot: its tick labels and axis title, then the note
 LABEL_LINE_FACTOR = 1.1  # a tick label needs this many font sizes of axis length
 MIN_LABEL_SLANT = 0.5  # labels nearly along their x axis are treated as rotated by 30 degrees
 CHAR_WIDTH = 0.6  # a character's mean width, in font sizes
@@ -167,6 +172,97 @@ def _fit_screen(figure: go.Figure) -> None:
         layout.width = round(layout.width * factor)
 
 
+def wrapped(text: str, width: int) -> str:
+    """`text` with its lines broken at spaces into lines of at most about `width` characters
+    (Plotly's line break is `<br>`; a word longer than `width` stays whole)."""
+    lines = []
+    for paragraph in re.split(r"<br\s*/?>", text):
+        line = ""
+        for word in paragraph.split(" "):
+            if line and len(_visible(line)) + 1 + len(_visible(word)) > width:
+                lines.append(line)
+                line = word
+            else:
+                line = f"{line} {word}" if line else word
+        lines.append(line)
+    return "<br>".join(lines)
+
+
+def _visible(text: str) -> str:
+    return re.sub(r"<[^>]+>", "", text)
+
+
+def _line_count(text: str) -> int:
+    return len(re.split(r"<br\s*/?>", text))
+
+
+def _is_note(annotation) -> bool:
+    """An explanatory note under the plot: placed on the paper at or below its bottom."""
+    return (annotation.xref == "paper" and annotation.yref == "paper" and not annotation.showarrow
+            and annotation.y is not None and annotation.y <= 0 and bool(annotation.text))
+
+
+def _is_subplot_title(annotation) -> bool:
+    return (annotation.yref == "paper" and annotation.y is not None and annotation.y >= 0.99
+            and annotation.yanchor == "bottom" and not annotation.showarrow)
+
+
+def _top_axis_px(figure: go.Figure) -> float:
+    """Height an x axis drawn above the plot takes: its tick labels (upright or slanted, as
+    long as the longest) and its title."""
+    height = 0.0
+    for axis in _axes(figure):
+        if not axis.plotly_name.startswith("x") or axis.side != "top":
+            continue
+        font = axis.tickfont.size or PRESENTER_FONT_PX
+        labels = [str(t) for t in axis.ticktext] if axis.ticktext is not None else ["0000"]
+        longest = max((len(_visible(t)) for t in labels), default=1) * font * CHAR_WIDTH
+        slant = abs(math.sin(math.radians(axis.tickangle))) if isinstance(
+            axis.tickangle, (int, float)) else 1.0
+        ticks = longest * slant + font * PRESENTER_LINE_FACTOR
+        title = (axis.title.font.size or PRESENTER_AXIS_TITLE_PX) * PRESENTER_LINE_FACTOR \
+            if axis.title.text else 0.0
+        height = max(height, ticks + title)
+    return height
+
+
+def _presenter_title(figure: go.Figure) -> None:
+    """The title wrapped, at the top of the figure, with a top margin that holds it and, under
+    it, subplot titles and an x axis drawn above the plot."""
+    layout = figure.layout
+    if not layout.title.text:
+        return
+    layout.title.text = wrapped(layout.title.text, PRESENTER_TITLE_CHARS)
+    title = _line_count(layout.title.text) * layout.title.font.size * PRESENTER_LINE_FACTOR
+    above = max((_line_count(a.text) * (a.font.size or PRESENTER_FONT_PX) * PRESENTER_LINE_FACTOR
+                 for a in layout.annotations if _is_subplot_title(a) and a.text), default=0)
+    # Plotly anchors a title's first line at the top: the lines under it need room too
+    first = layout.title.font.size * PRESENTER_LINE_FACTOR
+    layout.title.update(yref="container", y=1, yanchor="top",
+                        pad=dict(t=PRESENTER_TITLE_PAD_PX + title - first))
+    needed = PRESENTER_TITLE_PAD_PX * 2 + title + above + _top_axis_px(figure)
+    layout.margin.t = max(layout.margin.t or 0, round(needed))
+
+
+def _presenter_notes(figure: go.Figure) -> None:
+    """Notes under the plot wrapped narrower, placed under the x axis's labels and title, with
+    the bottom margin they need."""
+    layout = figure.layout
+    notes = [a for a in layout.annotations if _is_note(a)]
+    if not notes:
+        return
+    height = 0.0
+    for note in notes:
+        note.text = wrapped(note.text, PRESENTER_NOTE_CHARS)
+        note.update(y=0, yanchor="top", yshift=-PRESENTER_NOTE_CLEARANCE_PX)
+        height = max(height, _line_count(note.text) * note.font.size * PRESENTER_LINE_FACTOR)
+    layout.margin.b = max(layout.margin.b or 0, PRESENTER_NOTE_CLEARANCE_PX + height
+                          + PRESENTER_TITLE_PAD_PX)
+    if layout.height is not None:
+        layout.height = max(layout.height, (layout.margin.t or 0) + layout.margin.b
+                            + PRESENTER_MAX_HEIGHT_PX // 2)
+
+
 def _presenter_text(figure: go.Figure) -> None:
     _fit_screen(figure)
     layout = figure.layout
@@ -190,6 +286,7 @@ def _presenter_text(figure: go.Figure) -> None:
         bar.tickfont.color = dark
         bar.title.font.size = _at_least(bar.title.font.size, PRESENTER_FONT_PX)
         bar.title.font.color = dark
+        bar.title.side = "right"  # on top, the large title meets the top tick label
     for annotation in layout.annotations:
         annotation.font.size = _at_least(annotation.font.size, PRESENTER_FONT_PX)
         if annotation.font.color is None or _contrast_on_white(annotation.font.color) < 7:
@@ -197,6 +294,8 @@ def _presenter_text(figure: go.Figure) -> None:
     for trace in figure.data:
         if trace.type in ("bar", "scatter") and "textfont" in trace and trace.text is not None:
             trace.textfont.size = _at_least(trace.textfont.size, PRESENTER_FONT_PX)
+    _presenter_title(figure)
+    _presenter_notes(figure)
 
 
 def _has_colorbar(figure: go.Figure) -> bool:
