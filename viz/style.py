@@ -75,7 +75,9 @@ PRESENTER_TITLE_CHARS = 30  # a title wraps after about this many characters (a 
 PRESENTER_NOTE_CHARS = 44  # a note under a plot wraps after about this many characters
 PRESENTER_LINE_FACTOR = 1.3  # a line of text takes this many font sizes of height
 PRESENTER_TITLE_PAD_PX = 10  # between a title and what is under it
-PRESENTER_NOTE_CLEARANCE_PX = 100  # under a plot: its tick labels and axis title, then the note
+PRESENTER_NOTE_CLEARANCE_PX = 100
+PRESENTER_AXIS_GAP_PX = 16  # tick marks and the stand-off of labels and axis titles
+PRESENTER_MIN_ROWS_SHARE = 0.4  # stacked subplots keep at least this share of the plot height  # under a plot: its tick labels and axis title, then the note
 LABEL_LINE_FACTOR = 1.1  # a tick label needs this many font sizes of axis length
 MIN_LABEL_SLANT = 0.5  # labels nearly along their x axis are treated as rotated by 30 degrees
 CHAR_WIDTH = 0.6  # a character's mean width, in font sizes
@@ -203,27 +205,105 @@ def _is_note(annotation) -> bool:
 
 
 def _is_subplot_title(annotation) -> bool:
-    return (annotation.yref == "paper" and annotation.y is not None and annotation.y >= 0.99
+    return (annotation.yref == "paper" and annotation.xref == "paper"
+            and annotation.y is not None and annotation.y > 0
             and annotation.yanchor == "bottom" and not annotation.showarrow)
 
 
-def _top_axis_px(figure: go.Figure) -> float:
-    """Height an x axis drawn above the plot takes: its tick labels (upright or slanted, as
-    long as the longest) and its title."""
-    height = 0.0
-    for axis in _axes(figure):
-        if not axis.plotly_name.startswith("x") or axis.side != "top":
-            continue
+def _axis_labels(figure: go.Figure, axis) -> list[str]:
+    """The tick labels an x axis shows: its own, else the category names of its traces."""
+    if axis.ticktext is not None:
+        return [str(t) for t in axis.ticktext]
+    name = axis.plotly_name.replace("axis", "")
+    names = [str(value) for trace in figure.data if (trace.xaxis or "x") == name
+             and "x" in trace and trace.x is not None for value in trace.x
+             if isinstance(value, str)]
+    return names or ["0000"]
+
+
+def _tick_band_px(figure: go.Figure, axis) -> float:
+    """Height an x axis's tick labels (upright or slanted, as long as the longest) and its
+    title take beside the plot."""
+    if axis.showticklabels is False:
+        labels_px = 0.0
+    else:
         font = axis.tickfont.size or PRESENTER_FONT_PX
-        labels = [str(t) for t in axis.ticktext] if axis.ticktext is not None else ["0000"]
+        labels = _axis_labels(figure, axis)
         longest = max((len(_visible(t)) for t in labels), default=1) * font * CHAR_WIDTH
         slant = abs(math.sin(math.radians(axis.tickangle))) if isinstance(
             axis.tickangle, (int, float)) else 1.0
-        ticks = longest * slant + font * PRESENTER_LINE_FACTOR
-        title = (axis.title.font.size or PRESENTER_AXIS_TITLE_PX) * PRESENTER_LINE_FACTOR \
-            if axis.title.text else 0.0
-        height = max(height, ticks + title)
-    return height
+        labels_px = longest * slant + font * PRESENTER_LINE_FACTOR
+    title = (axis.title.font.size or PRESENTER_AXIS_TITLE_PX) * PRESENTER_LINE_FACTOR \
+        if axis.title.text else 0.0
+    return labels_px + title + PRESENTER_AXIS_GAP_PX
+
+
+def _top_axis_px(figure: go.Figure) -> float:
+    """Height an x axis drawn above the plot takes."""
+    return max((_tick_band_px(figure, axis) for axis in _axes(figure)
+                if axis.plotly_name.startswith("x") and axis.side == "top"), default=0.0)
+
+
+def _text_px(annotation) -> float:
+    return _line_count(annotation.text) * (annotation.font.size or PRESENTER_FONT_PX) \
+        * PRESENTER_LINE_FACTOR
+
+
+def _presenter_subplot_titles(figure: go.Figure) -> None:
+    """Subplot titles above an x axis drawn on top: lifted over its labels and title."""
+    top = _top_axis_px(figure)
+    if not top:
+        return
+    for annotation in figure.layout.annotations:
+        if _is_subplot_title(annotation) and annotation.y >= 1 - 1e-3:
+            annotation.yshift = max(annotation.yshift or 0, top + PRESENTER_TITLE_PAD_PX)
+
+
+def _presenter_row_gaps(figure: go.Figure) -> None:
+    """Subplots stacked in rows: the gap under each row holds its x axis's labels and the next
+    row's title (the rows share what is left in their old proportions)."""
+    layout = figure.layout
+    if layout.height is None:
+        return
+    rows: dict[tuple[float, float], list[str]] = {}
+    for axis in _axes(figure):
+        if axis.plotly_name.startswith("y") and axis.domain is not None:
+            domain = (round(axis.domain[0], 6), round(axis.domain[1], 6))
+            rows.setdefault(domain, []).append(axis.plotly_name.replace("axis", ""))
+    if len(rows) < 2:
+        return
+    ordered = sorted(rows, key=lambda domain: -domain[1])  # top row first
+    plot_px = layout.height - (layout.margin.t or 0) - (layout.margin.b or 0)
+    if plot_px <= 0:
+        return
+    gaps = []
+    for upper, lower in zip(ordered, ordered[1:]):
+        below = max((_tick_band_px(figure, axis) for axis in _axes(figure)
+                     if axis.plotly_name.startswith("x") and axis.anchor in rows[upper]
+                     and axis.side != "top"), default=0.0)
+        title = max((_text_px(a) for a in layout.annotations
+                     if _is_subplot_title(a) and abs(a.y - lower[1]) < 1e-3), default=0.0)
+        gaps.append((below + title + PRESENTER_TITLE_PAD_PX) / plot_px)
+    if sum(gaps) >= 1 - PRESENTER_MIN_ROWS_SHARE:
+        return  # no room to give: leave the figure as it was drawn
+    sizes = [high - low for low, high in ordered]
+    share = (1 - sum(gaps)) / sum(sizes)
+    top = 1.0
+    moved = {}
+    for index, domain in enumerate(ordered):
+        low = max(0.0, top - sizes[index] * share)
+        moved[domain] = (low, top)
+        top = low - (gaps[index] if index < len(gaps) else 0.0)
+    for axis in _axes(figure):
+        if axis.plotly_name.startswith("y") and axis.domain is not None:
+            old = (round(axis.domain[0], 6), round(axis.domain[1], 6))
+            axis.domain = moved[old]
+    for annotation in layout.annotations:
+        if _is_subplot_title(annotation):
+            for old, new in moved.items():
+                if abs(annotation.y - old[1]) < 1e-3:
+                    annotation.y = new[1]
+                    break
 
 
 def _presenter_title(figure: go.Figure) -> None:
@@ -234,13 +314,14 @@ def _presenter_title(figure: go.Figure) -> None:
         return
     layout.title.text = wrapped(layout.title.text, PRESENTER_TITLE_CHARS)
     title = _line_count(layout.title.text) * layout.title.font.size * PRESENTER_LINE_FACTOR
-    above = max((_line_count(a.text) * (a.font.size or PRESENTER_FONT_PX) * PRESENTER_LINE_FACTOR
-                 for a in layout.annotations if _is_subplot_title(a) and a.text), default=0)
-    # Plotly anchors a title's first line at the top: the lines under it need room too
+    above = max((_text_px(a) + (a.yshift or 0) for a in layout.annotations
+                 if _is_subplot_title(a) and a.text and a.y >= 1 - 1e-3), default=0)
+    # Plotly centres a title's extra lines on its anchor: half of them would rise above it
     first = layout.title.font.size * PRESENTER_LINE_FACTOR
     layout.title.update(yref="container", y=1, yanchor="top",
-                        pad=dict(t=PRESENTER_TITLE_PAD_PX + title - first))
-    needed = PRESENTER_TITLE_PAD_PX * 2 + title + above + _top_axis_px(figure)
+                        pad=dict(t=PRESENTER_TITLE_PAD_PX + (title - first) / 2))
+    needed = PRESENTER_TITLE_PAD_PX * 2 + title + max(above, _top_axis_px(figure)) \
+        + PRESENTER_AXIS_GAP_PX
     layout.margin.t = max(layout.margin.t or 0, round(needed))
 
 
@@ -294,8 +375,10 @@ def _presenter_text(figure: go.Figure) -> None:
     for trace in figure.data:
         if trace.type in ("bar", "scatter") and "textfont" in trace and trace.text is not None:
             trace.textfont.size = _at_least(trace.textfont.size, PRESENTER_FONT_PX)
+    _presenter_subplot_titles(figure)
     _presenter_title(figure)
     _presenter_notes(figure)
+    _presenter_row_gaps(figure)
 
 
 def _has_colorbar(figure: go.Figure) -> bool:
