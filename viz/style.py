@@ -283,9 +283,12 @@ def _presenter_row_gaps(figure: go.Figure) -> None:
                      and axis.side != "top"), default=0.0)
         title = max((_text_px(a) for a in layout.annotations
                      if _is_subplot_title(a) and abs(a.y - lower[1]) < 1e-3), default=0.0)
-        gaps.append((below + title + PRESENTER_TITLE_PAD_PX) / plot_px)
-    if sum(gaps) >= 1 - PRESENTER_MIN_ROWS_SHARE:
-        return  # no room to give: leave the figure as it was drawn
+        gaps.append(below + title + PRESENTER_TITLE_PAD_PX)
+    room = sum(gaps) / (1 - PRESENTER_MIN_ROWS_SHARE)
+    if room > plot_px:  # the rows would be squeezed flat: the figure grows instead
+        layout.height += round(room - plot_px)
+        plot_px = room
+    gaps = [gap / plot_px for gap in gaps]
     sizes = [high - low for low, high in ordered]
     share = (1 - sum(gaps)) / sum(sizes)
     top = 1.0
