@@ -72,10 +72,13 @@ PRESENTER_TITLE_PX = 24
 PRESENTER_MAX_HEIGHT_PX = 570  # a figure this tall fits a 1280 x 720 screen under a heading
 PRESENTER_TEXT_COLOR = "#111111"  # 18.9:1 on white (WCAG asks 7:1 for enhanced contrast)
 PRESENTER_TITLE_CHARS = 30  # a title wraps after about this many characters (a third of 1280 px)
+PRESENTER_AXIS_TITLE_CHARS = 24  # a y axis title wraps after about this many characters
 PRESENTER_NOTE_CHARS = 44  # a note under a plot wraps after about this many characters
 PRESENTER_LINE_FACTOR = 1.3  # a line of text takes this many font sizes of height
 PRESENTER_TITLE_PAD_PX = 10  # between a title and what is under it
 PRESENTER_NOTE_CLEARANCE_PX = 100
+PRESENTER_SCREEN_FIGURE_PX = 640  # a figure with a note fits under the app's top bar at 720 px
+PRESENTER_MIN_PLOT_PX = 240  # what a figure's notes and titles leave at least to its plot
 PRESENTER_AXIS_GAP_PX = 16  # tick marks and the stand-off of labels and axis titles
 PRESENTER_MIN_ROWS_SHARE = 0.4  # stacked subplots keep at least this share of the plot height  # under a plot: its tick labels and axis title, then the note
 LABEL_LINE_FACTOR = 1.1  # a tick label needs this many font sizes of axis length
@@ -309,6 +312,15 @@ def _presenter_row_gaps(figure: go.Figure) -> None:
                     break
 
 
+def _legend_above_px(figure: go.Figure) -> float:
+    """Height a legend placed above the plot takes (one line per entry, at most)."""
+    legend = figure.layout.legend
+    if figure.layout.showlegend is False or legend.y is None or legend.y < 1:
+        return 0.0
+    entries = sum(1 for trace in figure.data if trace.showlegend is not False and trace.name)
+    return entries * (legend.font.size or PRESENTER_FONT_PX) * PRESENTER_LINE_FACTOR
+
+
 def _presenter_title(figure: go.Figure) -> None:
     """The title wrapped, at the top of the figure, with a top margin that holds it and, under
     it, subplot titles and an x axis drawn above the plot."""
@@ -324,7 +336,7 @@ def _presenter_title(figure: go.Figure) -> None:
     layout.title.update(yref="container", y=1, yanchor="top",
                         pad=dict(t=PRESENTER_TITLE_PAD_PX + (title - first) / 2))
     needed = PRESENTER_TITLE_PAD_PX * 2 + title + max(above, _top_axis_px(figure)) \
-        + PRESENTER_AXIS_GAP_PX
+        + PRESENTER_AXIS_GAP_PX + _legend_above_px(figure)
     layout.margin.t = max(layout.margin.t or 0, round(needed))
 
 
@@ -342,9 +354,9 @@ def _presenter_notes(figure: go.Figure) -> None:
         height = max(height, _line_count(note.text) * note.font.size * PRESENTER_LINE_FACTOR)
     layout.margin.b = max(layout.margin.b or 0, PRESENTER_NOTE_CLEARANCE_PX + height
                           + PRESENTER_TITLE_PAD_PX)
-    if layout.height is not None:
-        layout.height = max(layout.height, (layout.margin.t or 0) + layout.margin.b
-                            + PRESENTER_MAX_HEIGHT_PX // 2)
+    if layout.height is not None:  # the note's room comes from the plot, down to a minimum
+        layout.height = min(max(layout.height, (layout.margin.t or 0) + layout.margin.b
+                                + PRESENTER_MIN_PLOT_PX), PRESENTER_SCREEN_FIGURE_PX)
 
 
 def _presenter_text(figure: go.Figure) -> None:
@@ -363,6 +375,8 @@ def _presenter_text(figure: go.Figure) -> None:
         axis.tickfont.color = dark
         axis.title.font.size = _at_least(axis.title.font.size, PRESENTER_AXIS_TITLE_PX)
         axis.title.font.color = dark
+        if axis.plotly_name.startswith("y") and axis.title.text:  # along a short plot's side
+            axis.title.text = wrapped(axis.title.text, PRESENTER_AXIS_TITLE_CHARS)
         axis.automargin = True
         _thin_ticks(figure, axis)
     for bar in _colorbars(figure):
