@@ -304,6 +304,10 @@ def _presenter_row_gaps(figure: go.Figure) -> None:
         if axis.plotly_name.startswith("y") and axis.domain is not None:
             old = (round(axis.domain[0], 6), round(axis.domain[1], 6))
             axis.domain = moved[old]
+            if axis.tickmode != "array":  # a short row: as many ticks as have room
+                row_px = (axis.domain[1] - axis.domain[0]) * plot_px
+                pitch = label_pitch(axis.tickfont.size or PRESENTER_FONT_PX) * 2
+                axis.nticks = max(2, int(row_px // pitch))
     for annotation in layout.annotations:
         if _is_subplot_title(annotation):
             for old, new in moved.items():
