@@ -14,6 +14,7 @@ from models.loading.hub import stay_offline_unless_allowed
 stay_offline_unless_allowed()  # HF_HUB_OFFLINE=1 unless ATTENTION_EXPLORER_HUB=on
 
 from ui.attention import read_setting  # noqa: E402
+from ui.decks import deck_slide  # noqa: E402
 from ui.examples import examples_menu  # noqa: E402
 from ui.links import LinkedView  # noqa: E402
 from ui.server_limits import warn_if_limits_differ  # noqa: E402
@@ -52,6 +53,7 @@ page = st.navigation({
     ],
     "How attention works": [
         st.Page("pages/lessons.py", title="Lessons", icon=":material/school:"),
+        st.Page("pages/deck.py", title="Slide decks", icon=":material/slideshow:"),
         st.Page("pages/causal_masks.py", title="Causal and padding masks", icon=":material/change_history:"),
         st.Page("pages/adaptive_span.py", title="Adaptive attention span", icon=":material/width:"),
         st.Page("pages/scaling.py", title="Why attention is scaled", icon=":material/straighten:"),
@@ -69,8 +71,9 @@ try:  # the link, the sidebar and the page, all inside the one guard
     sidebar(read_setting)
     examples_menu()  # the chapters' examples, one click each
     view.share()  # the session's view into the URL, and "Link to this view" in the sidebar
-    page.run()
-    view.check()  # a note for each value from the link the page could not show
+    with deck_slide(page):  # a deck's bar above the page while presenting it (ui/decks.py)
+        page.run()
+        view.check()  # a note for each value from the link the page could not show
 except Exception as error:  # the last guard: log the trace for the operator, show a sentence
     if view is None or not view.retry_without_link(error):
         logging.getLogger("attention_explorer").exception("page %s failed", page.title)

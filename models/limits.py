@@ -159,7 +159,15 @@ CORPUS_KEPT_ANALYSES = 4
 # them; a larger file is refused while it streams in, before it is held.
 FINE_TUNING_UPLOAD_MIB = -(-UPLOAD_BYTES // MIB)
 CORPUS_UPLOAD_MIB = -(-CORPUS_UPLOAD_BYTES // MIB)
-STREAMLIT_UPLOAD_MIB = max(FINE_TUNING_UPLOAD_MIB, CORPUS_UPLOAD_MIB)
+# A slide deck (models/teaching/decks.py): its file, its slides, and what each may hold.
+DECK_BYTES = 256 * KIB
+DECK_UPLOAD_MIB = -(-DECK_BYTES // MIB)
+DECK_SLIDES = 100
+DECK_TITLE_CHARS = 200
+DECK_NOTE_CHARS = 4_000
+DECK_VIEW_CHARS = 3 * MAX_TEXT_CHARS  # a view's page and query, the sidebar's texts included
+DECK_CODE_CHARS = 64 * KIB  # a deck shared as one link: its compressed code, and once unpacked
+STREAMLIT_UPLOAD_MIB = max(FINE_TUNING_UPLOAD_MIB, CORPUS_UPLOAD_MIB, DECK_UPLOAD_MIB)
 # The largest message between the server and one browser (server.maxMessageSize; Streamlit
 # counts it in units of 10**6 bytes). Outgoing, the largest the pages send are bertviz's views
 # (at most about 14 MB) and a long input's mosaic of every head; incoming, each connection may

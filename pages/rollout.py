@@ -25,6 +25,7 @@ if attention is not None:
     intro.caption(f"{inputs.caption(attention)}. Left: what layer {layer} attends to directly "
                   "(the mean of its heads). Right: how its output traces back to the input.")
     raw, rolled = views.rollout_figures(attention, layer)
-    left, right = picture.columns(2)
+    # side by side, except in presenter mode: its large labels need the column's whole width
+    left, right = (picture, picture) if charts.presentation().presenter else picture.columns(2)
     charts.show(raw, key="rollout_raw", container=left)
     charts.show(rolled, key="rollout_rolled", container=right)

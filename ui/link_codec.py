@@ -1,7 +1,10 @@
 """What a link holds, and how each part of it is read from text and written back.
 
 - The shared inputs of the sidebar: `text` (always, so a link describes a whole view), `pair`,
-  `model`, `seed`, `merge` and `hide`, each left out while it has its default value.
+  `model`, `seed`, `merge`, `hide` and `long`, each left out while it has its default value.
+- `present=true` when presenter mode is on: a link made in presenter mode opens in it. A link
+  without it leaves the viewer's own choice alone (presenter mode is how a viewer looks at any
+  view, so a whole view does not switch it off).
 - The current page's own controls: every widget whose key starts with the page's prefix and holds
   one int, float, str or bool (`maps_layer` becomes `layer=…`; a name that would clash with a
   shared one, such as `scaling_seed`, keeps its prefix). Which widgets a page has is read once
@@ -42,11 +45,14 @@ from models.limits import (LINK_CONTROL_CHARS, LINK_NUMBER_DIGITS, MAX_SEED, MAX
 from models.loading import kinds
 from models.loading.kinds import KindSpec, default_kind
 from models.loading.pretrained import model_identity
+from ui.charts import PRESENTER
 from ui.state import (DEFAULT_TEXT, LOADED_NAMES, MODEL_INPUT, OFFERED, ModelOffer, name_slot,
                       sidebar_name)
 
-SHARED = ("text", "pair", "model", "seed", "merge", "hide", "long")
-RESERVED = frozenset(SHARED) | {"embed", "embed_options"}  # Streamlit keeps the last two
+SHARED = ("text", "pair", "model", "seed", "merge", "hide", "long", "present")
+# Streamlit keeps "embed" and "embed_options"; "deck" is a whole deck shared as one link
+# (pages/deck.py reads it, ui/decks.py writes it).
+RESERVED = frozenset(SHARED) | {"embed", "embed_options", "deck"}
 TRUE, FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 
@@ -353,6 +359,8 @@ def shared_params() -> dict[str, str]:
         params["hide"] = "true"
     if state.get("sb_read_all"):  # ui.attention.READ_ALL: read a long text whole
         params["long"] = "true"
+    if state.get(PRESENTER):
+        params["present"] = "true"
     return params
 
 
@@ -434,3 +442,9 @@ def apply_shared(incoming: dict[str, str], whole: bool, notes: list[str]) -> Non
                 notes.append(f"The link's {name}={quoted(incoming[name])} is not true or false; "
                              "leaving it off.")
                 state[key] = False
+    if "present" in incoming:  # only when named: see the module's docstring
+        try:
+            state[PRESENTER] = _as_bool(incoming["present"])
+        except Refused:
+            notes.append(f"The link's present={quoted(incoming['present'])} is not true or "
+                         "false; presenter mode is left as it was.")

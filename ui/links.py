@@ -54,6 +54,8 @@ import streamlit as st
 from ui.link_codec import (RESERVED, SHARED, PageControls, Refused, apply_shared, control_text,
                            link_text, page_controls, page_file, quoted, read_value,
                            shared_params)
+from models.teaching.decks import view_of
+from ui.decks import add_message, add_view
 from ui.state import CORRECTED
 from ui.text import plain
 
@@ -112,6 +114,7 @@ class LinkedView:
     link_slot: object = None  # the place in the sidebar where the link is offered
     written: dict[str, str] | None = None  # the query written in this run
     switched: bool = True  # the first run of this page (a page picked in the menu, or a new tab)
+    title: str = ""  # the page's title (a slide made from this view starts with it)
 
     # -- before the sidebar -------------------------------------------------------------
     @classmethod
@@ -120,7 +123,7 @@ class LinkedView:
         state = st.session_state
         view = cls(page.url_path, page_controls(page_file(page)), st.query_params.to_dict(),
                    notes=list(state.pop(CARRIED_NOTES, [])), slot=st.empty(),
-                   switched=state.get(PAGE) != page.url_path)
+                   switched=state.get(PAGE) != page.url_path, title=page.title)
         state[PAGE] = page.url_path
         state[CORRECTED] = set()
         for key, value in state.pop(CARRIED_VALUES, {}).items():
@@ -209,6 +212,14 @@ class LinkedView:
         self._show_notes()
         self.link_slot = st.sidebar.empty()
         self._offer_link()
+        st.sidebar.button("Add this view to the deck", key="deck_add_view", width="stretch",
+                          icon=":material/playlist_add:", on_click=_add_to_deck,
+                          args=(self.url_path, self.title),
+                          help="The view as it is now becomes the last slide of the deck you "
+                               "are building (see Slide decks).")
+        message = add_message()
+        if message:
+            st.sidebar.caption(plain(message))
 
     def _offer_link(self) -> None:
         with self.link_slot.container():
@@ -288,6 +299,13 @@ class LinkedView:
         state[WRITTEN] = self.incoming  # the next run does not read the link again
         st.rerun()
         return True  # not reached: st.rerun() ends this run
+
+
+def _add_to_deck(url_path: str, title: str) -> None:
+    """Button callback: the view on screen (the query last written) as a slide."""
+    query = st.session_state.get(WRITTEN) or {}
+    page = "attention_maps" if url_path in ("", "maps_default") else url_path
+    add_view(view_of(page, query), title)
 
 
 def _refusing_key(error: BaseException, applied: dict[str, object]) -> list[str]:

@@ -71,6 +71,16 @@ PRESENTER_AXIS_TITLE_PX = 20
 PRESENTER_TITLE_PX = 24
 PRESENTER_MAX_HEIGHT_PX = 570  # a figure this tall fits a 1280 x 720 screen under a heading
 PRESENTER_TEXT_COLOR = "#111111"  # 18.9:1 on white (WCAG asks 7:1 for enhanced contrast)
+PRESENTER_TITLE_CHARS = 30  # a title wraps after about this many characters (a third of 1280 px)
+PRESENTER_AXIS_TITLE_CHARS = 24  # a y axis title wraps after about this many characters
+PRESENTER_NOTE_CHARS = 44  # a note under a plot wraps after about this many characters
+PRESENTER_LINE_FACTOR = 1.3  # a line of text takes this many font sizes of height
+PRESENTER_TITLE_PAD_PX = 10  # between a title and what is under it
+PRESENTER_NOTE_CLEARANCE_PX = 100
+PRESENTER_SCREEN_FIGURE_PX = 640  # a figure with a note fits under the app's top bar at 720 px
+PRESENTER_MIN_PLOT_PX = 240  # what a figure's notes and titles leave at least to its plot
+PRESENTER_AXIS_GAP_PX = 16  # tick marks and the stand-off of labels and axis titles
+PRESENTER_MIN_ROWS_SHARE = 0.4  # stacked subplots keep at least this share of the plot height  # under a plot: its tick labels and axis title, then the note
 LABEL_LINE_FACTOR = 1.1  # a tick label needs this many font sizes of axis length
 MIN_LABEL_SLANT = 0.5  # labels nearly along their x axis are treated as rotated by 30 degrees
 CHAR_WIDTH = 0.6  # a character's mean width, in font sizes
@@ -167,6 +177,192 @@ def _fit_screen(figure: go.Figure) -> None:
         layout.width = round(layout.width * factor)
 
 
+def wrapped(text: str, width: int) -> str:
+    """`text` with its lines broken at spaces into lines of at most about `width` characters
+    (Plotly's line break is `<br>`; a word longer than `width` stays whole)."""
+    lines = []
+    for paragraph in re.split(r"<br\s*/?>", text):
+        line = ""
+        for word in paragraph.split(" "):
+            if line and len(_visible(line)) + 1 + len(_visible(word)) > width:
+                lines.append(line)
+                line = word
+            else:
+                line = f"{line} {word}" if line else word
+        lines.append(line)
+    return "<br>".join(lines)
+
+
+def _visible(text: str) -> str:
+    return re.sub(r"<[^>]+>", "", text)
+
+
+def _line_count(text: str) -> int:
+    return len(re.split(r"<br\s*/?>", text))
+
+
+def _is_note(annotation) -> bool:
+    """An explanatory note under the plot: placed on the paper at or below its bottom."""
+    return (annotation.xref == "paper" and annotation.yref == "paper" and not annotation.showarrow
+            and annotation.y is not None and annotation.y <= 0 and bool(annotation.text))
+
+
+def _is_subplot_title(annotation) -> bool:
+    return (annotation.yref == "paper" and annotation.xref == "paper"
+            and annotation.y is not None and annotation.y > 0
+            and annotation.yanchor == "bottom" and not annotation.showarrow)
+
+
+def _axis_labels(figure: go.Figure, axis) -> list[str]:
+    """The tick labels an x axis shows: its own, else the category names of its traces."""
+    if axis.ticktext is not None:
+        return [str(t) for t in axis.ticktext]
+    name = axis.plotly_name.replace("axis", "")
+    names = [str(value) for trace in figure.data if (trace.xaxis or "x") == name
+             and "x" in trace and trace.x is not None for value in trace.x
+             if isinstance(value, str)]
+    return names or ["0000"]
+
+
+def _tick_band_px(figure: go.Figure, axis) -> float:
+    """Height an x axis's tick labels (upright or slanted, as long as the longest) and its
+    title take beside the plot."""
+    if axis.showticklabels is False:
+        labels_px = 0.0
+    else:
+        font = axis.tickfont.size or PRESENTER_FONT_PX
+        labels = _axis_labels(figure, axis)
+        longest = max((len(_visible(t)) for t in labels), default=1) * font * CHAR_WIDTH
+        slant = abs(math.sin(math.radians(axis.tickangle))) if isinstance(
+            axis.tickangle, (int, float)) else 1.0
+        labels_px = longest * slant + font * PRESENTER_LINE_FACTOR
+    title = (axis.title.font.size or PRESENTER_AXIS_TITLE_PX) * PRESENTER_LINE_FACTOR \
+        if axis.title.text else 0.0
+    return labels_px + title + PRESENTER_AXIS_GAP_PX
+
+
+def _top_axis_px(figure: go.Figure) -> float:
+    """Height an x axis drawn above the plot takes."""
+    return max((_tick_band_px(figure, axis) for axis in _axes(figure)
+                if axis.plotly_name.startswith("x") and axis.side == "top"), default=0.0)
+
+
+def _text_px(annotation) -> float:
+    return _line_count(annotation.text) * (annotation.font.size or PRESENTER_FONT_PX) \
+        * PRESENTER_LINE_FACTOR
+
+
+def _presenter_subplot_titles(figure: go.Figure) -> None:
+    """Subplot titles above an x axis drawn on top: lifted over its labels and title."""
+    top = _top_axis_px(figure)
+    if not top:
+        return
+    for annotation in figure.layout.annotations:
+        if _is_subplot_title(annotation) and annotation.y >= 1 - 1e-3:
+            annotation.yshift = max(annotation.yshift or 0, top + PRESENTER_TITLE_PAD_PX)
+
+
+def _presenter_row_gaps(figure: go.Figure) -> None:
+    """Subplots stacked in rows: the gap under each row holds its x axis's labels and the next
+    row's title (the rows share what is left in their old proportions)."""
+    layout = figure.layout
+    if layout.height is None:
+        return
+    rows: dict[tuple[float, float], list[str]] = {}
+    for axis in _axes(figure):
+        if axis.plotly_name.startswith("y") and axis.domain is not None:
+            domain = (round(axis.domain[0], 6), round(axis.domain[1], 6))
+            rows.setdefault(domain, []).append(axis.plotly_name.replace("axis", ""))
+    if len(rows) < 2:
+        return
+    ordered = sorted(rows, key=lambda domain: -domain[1])  # top row first
+    plot_px = layout.height - (layout.margin.t or 0) - (layout.margin.b or 0)
+    if plot_px <= 0:
+        return
+    gaps = []
+    for upper, lower in zip(ordered, ordered[1:]):
+        below = max((_tick_band_px(figure, axis) for axis in _axes(figure)
+                     if axis.plotly_name.startswith("x") and axis.anchor in rows[upper]
+                     and axis.side != "top"), default=0.0)
+        title = max((_text_px(a) for a in layout.annotations
+                     if _is_subplot_title(a) and abs(a.y - lower[1]) < 1e-3), default=0.0)
+        gaps.append(below + title + PRESENTER_TITLE_PAD_PX)
+    room = sum(gaps) / (1 - PRESENTER_MIN_ROWS_SHARE)
+    if room > plot_px:  # the rows would be squeezed flat: the figure grows instead
+        layout.height += round(room - plot_px)
+        plot_px = room
+    gaps = [gap / plot_px for gap in gaps]
+    sizes = [high - low for low, high in ordered]
+    share = (1 - sum(gaps)) / sum(sizes)
+    top = 1.0
+    moved = {}
+    for index, domain in enumerate(ordered):
+        low = max(0.0, top - sizes[index] * share)
+        moved[domain] = (low, top)
+        top = low - (gaps[index] if index < len(gaps) else 0.0)
+    for axis in _axes(figure):
+        if axis.plotly_name.startswith("y") and axis.domain is not None:
+            old = (round(axis.domain[0], 6), round(axis.domain[1], 6))
+            axis.domain = moved[old]
+            if axis.tickmode != "array":  # a short row: as many ticks as have room
+                row_px = (axis.domain[1] - axis.domain[0]) * plot_px
+                pitch = label_pitch(axis.tickfont.size or PRESENTER_FONT_PX) * 2
+                axis.nticks = max(2, int(row_px // pitch))
+    for annotation in layout.annotations:
+        if _is_subplot_title(annotation):
+            for old, new in moved.items():
+                if abs(annotation.y - old[1]) < 1e-3:
+                    annotation.y = new[1]
+                    break
+
+
+def _legend_above_px(figure: go.Figure) -> float:
+    """Height a legend placed above the plot takes (one line per entry, at most)."""
+    legend = figure.layout.legend
+    if figure.layout.showlegend is False or legend.y is None or legend.y < 1:
+        return 0.0
+    entries = sum(1 for trace in figure.data if trace.showlegend is not False and trace.name)
+    return entries * (legend.font.size or PRESENTER_FONT_PX) * PRESENTER_LINE_FACTOR
+
+
+def _presenter_title(figure: go.Figure) -> None:
+    """The title wrapped, at the top of the figure, with a top margin that holds it and, under
+    it, subplot titles and an x axis drawn above the plot."""
+    layout = figure.layout
+    if not layout.title.text:
+        return
+    layout.title.text = wrapped(layout.title.text, PRESENTER_TITLE_CHARS)
+    title = _line_count(layout.title.text) * layout.title.font.size * PRESENTER_LINE_FACTOR
+    above = max((_text_px(a) + (a.yshift or 0) for a in layout.annotations
+                 if _is_subplot_title(a) and a.text and a.y >= 1 - 1e-3), default=0)
+    # Plotly centres a title's extra lines on its anchor: half of them would rise above it
+    first = layout.title.font.size * PRESENTER_LINE_FACTOR
+    layout.title.update(yref="container", y=1, yanchor="top",
+                        pad=dict(t=PRESENTER_TITLE_PAD_PX + (title - first) / 2))
+    needed = PRESENTER_TITLE_PAD_PX * 2 + title + max(above, _top_axis_px(figure)) \
+        + PRESENTER_AXIS_GAP_PX + _legend_above_px(figure)
+    layout.margin.t = max(layout.margin.t or 0, round(needed))
+
+
+def _presenter_notes(figure: go.Figure) -> None:
+    """Notes under the plot wrapped narrower, placed under the x axis's labels and title, with
+    the bottom margin they need."""
+    layout = figure.layout
+    notes = [a for a in layout.annotations if _is_note(a)]
+    if not notes:
+        return
+    height = 0.0
+    for note in notes:
+        note.text = wrapped(note.text, PRESENTER_NOTE_CHARS)
+        note.update(y=0, yanchor="top", yshift=-PRESENTER_NOTE_CLEARANCE_PX)
+        height = max(height, _line_count(note.text) * note.font.size * PRESENTER_LINE_FACTOR)
+    layout.margin.b = max(layout.margin.b or 0, PRESENTER_NOTE_CLEARANCE_PX + height
+                          + PRESENTER_TITLE_PAD_PX)
+    if layout.height is not None:  # the note's room comes from the plot, down to a minimum
+        layout.height = min(max(layout.height, (layout.margin.t or 0) + layout.margin.b
+                                + PRESENTER_MIN_PLOT_PX), PRESENTER_SCREEN_FIGURE_PX)
+
+
 def _presenter_text(figure: go.Figure) -> None:
     _fit_screen(figure)
     layout = figure.layout
@@ -183,6 +379,8 @@ def _presenter_text(figure: go.Figure) -> None:
         axis.tickfont.color = dark
         axis.title.font.size = _at_least(axis.title.font.size, PRESENTER_AXIS_TITLE_PX)
         axis.title.font.color = dark
+        if axis.plotly_name.startswith("y") and axis.title.text:  # along a short plot's side
+            axis.title.text = wrapped(axis.title.text, PRESENTER_AXIS_TITLE_CHARS)
         axis.automargin = True
         _thin_ticks(figure, axis)
     for bar in _colorbars(figure):
@@ -190,6 +388,7 @@ def _presenter_text(figure: go.Figure) -> None:
         bar.tickfont.color = dark
         bar.title.font.size = _at_least(bar.title.font.size, PRESENTER_FONT_PX)
         bar.title.font.color = dark
+        bar.title.side = "right"  # on top, the large title meets the top tick label
     for annotation in layout.annotations:
         annotation.font.size = _at_least(annotation.font.size, PRESENTER_FONT_PX)
         if annotation.font.color is None or _contrast_on_white(annotation.font.color) < 7:
@@ -197,6 +396,10 @@ def _presenter_text(figure: go.Figure) -> None:
     for trace in figure.data:
         if trace.type in ("bar", "scatter") and "textfont" in trace and trace.text is not None:
             trace.textfont.size = _at_least(trace.textfont.size, PRESENTER_FONT_PX)
+    _presenter_subplot_titles(figure)
+    _presenter_title(figure)
+    _presenter_notes(figure)
+    _presenter_row_gaps(figure)
 
 
 def _has_colorbar(figure: go.Figure) -> bool:

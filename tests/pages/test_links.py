@@ -16,6 +16,7 @@ from streamlit.testing.v1 import AppTest
 from models.loading.pretrained import DEFAULT_MODEL
 from models.loading.kinds import DECODER, PRETRAINED, SCRATCH_RANDOM
 from tests.app_support import APP, TIMEOUT_S, assert_no_failure, shown, texts
+from ui.state import PRESENTER_CSS
 from ui.link_codec import SHARED, link_text, page_controls, read_value
 from ui.state import DEFAULT_TEXT, LOAD_MESSAGE, LOADED_NAMES, MODEL_NAME
 
@@ -349,7 +350,7 @@ def test_the_shared_inputs_round_trip_through_a_link():
     assert sidebar.number_input[0].value == 17
     assert [toggle.value for toggle in sidebar.toggle] == [True, True, False, False]
     assert [toggle.key for toggle in sidebar.toggle][2:] == ["sb_presenter", "sb_palette_safe"]
-    assert_link(at, "scaling", link)  # presenter settings are per viewer: never in a link
+    assert_link(at, "scaling", {**link, "present": None})  # presenter mode off: not in the link
 
     decoder = open_link("scaling", {"text": "Hi.", "model": "decoder"})
     assert decoder.sidebar.radio[0].value == DECODER.value
@@ -358,6 +359,21 @@ def test_the_shared_inputs_round_trip_through_a_link():
     plain = open_link("scaling", {"text": "Hi."})
     assert plain.sidebar.radio[0].value == PRETRAINED.value
     assert_link(plain, "scaling", {"text": "Hi.", "model": None, "pair": None})
+
+
+def test_presenter_mode_travels_in_a_link_and_a_link_without_it_leaves_it_alone():
+    shown = open_link("scaling", {"text": "Hi.", "present": "true"})
+    assert shown.toggle(key="sb_presenter").value is True
+    assert [m.value for m in shown.markdown if "<style>" in str(m.value)] == [PRESENTER_CSS]
+    assert_link(shown, "scaling", {"text": "Hi.", "present": "true"})
+    assert "present=true" in shown.sidebar.get("code")[0].value  # "Link to this view"
+    kept = open_link("scaling", {"text": "Hi."}, state={"sb_presenter": True})
+    assert kept.toggle(key="sb_presenter").value is True and kept.query_params["present"] == "true"
+    off = open_link("scaling", {"text": "Hi.", "present": "false"}, state={"sb_presenter": True})
+    assert off.toggle(key="sb_presenter").value is False and "present" not in off.query_params
+    odd = open_link("scaling", {"text": "Hi.", "present": "loud"})
+    assert "The link's present='loud' is not true or false" in texts(odd)
+    assert odd.toggle(key="sb_presenter").value is False
 
 
 def test_a_model_from_a_link_is_a_hub_id_or_a_folder_this_session_loaded(tmp_path):
