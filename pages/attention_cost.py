@@ -10,6 +10,7 @@ from viz.attention_cost import flops_figure, measured_figure
 through_app()
 
 ARITHMETIC_LENGTHS = (16, 64, 256, 1024, 4096, 16384)
+MEASURE_REQUESTED = "cost_measure_requested"
 
 st.title("The n² cost of attention")
 st.markdown(
@@ -44,8 +45,9 @@ st.markdown(
     "1 and one that grows like n² slope 2."
 )
 measurement = cost_cache.kept_measurement(shape)
-if st.button("Measure now" if measurement is None else "Measure again", key="cost_measure",
-             type="primary"):
+st.button("Measure now" if measurement is None else "Measure again", key="cost_measure",
+          type="primary", on_click=lambda: st.session_state.update({MEASURE_REQUESTED: True}))
+if st.session_state.pop(MEASURE_REQUESTED, False):  # a flag: the click survives the app's reruns
     measurement = cost_cache.measure(shape)
 if measurement is not None:
     charts.show(measured_figure(measurement), key="cost_measured")
