@@ -62,3 +62,10 @@ def recipe_table(example) -> pd.DataFrame:
     return pd.DataFrame({"token": display_tokens(example.tokens),
                          "the model reads": display_tokens(example.read),
                          "chosen for the loss": [FATE_LABELS[f] for f in example.fates]})
+
+
+def sentence_pairs_table(pairs) -> pd.DataFrame:
+    """Next-sentence prediction's training pairs (models.experiments.masked_lm.SentencePair)."""
+    return pd.DataFrame({"sentence A": [p.first for p in pairs],
+                         "sentence B": [p.second for p in pairs],
+                         "label": ["IsNext" if p.is_next else "NotNext" for p in pairs]})

@@ -348,3 +348,44 @@ def recipe_example(tokenizer, passage: str, seed: int,
                                      batch.kept[0].tolist()))
     return RecipeExample(tuple(tokenizer.convert_ids_to_tokens(corpus.input_ids[0].tolist())),
                          tuple(tokenizer.convert_ids_to_tokens(batch.inputs[0].tolist())), fates)
+
+
+# --- next-sentence prediction: BERT's second task, shown, not trained -------------------------------
+
+NSP_SPLITS = ("; ", ", ")  # where a passage of the corpus splits into two parts that follow
+
+
+@dataclass(frozen=True)
+class SentencePair:
+    """Two parts as BERT reads them ([CLS] first [SEP] second [SEP]) and whether the second is
+    the one that really followed the first (IsNext) or a part of another passage (NotNext)."""
+
+    first: str
+    second: str
+    is_next: bool
+
+
+def _halves(passage: str) -> tuple[str, str] | None:
+    for mark in NSP_SPLITS:
+        first, found, second = passage.partition(mark)
+        if found and first.strip() and second.strip():
+            return first.strip(), second.strip()
+    return None
+
+
+def next_sentence_pairs(passages: tuple[str, ...], count: int, seed: int) -> tuple[SentencePair, ...]:
+    """`count` training pairs for next-sentence prediction, half of them (by a seeded coin) a
+    passage's two parts in order, the others a first part with another passage's second part."""
+    split = [halves for halves in map(_halves, passages) if halves is not None]
+    if len(split) < 2:
+        raise ValueError("Next-sentence pairs need at least two passages that split in two.")
+    generator = torch.Generator().manual_seed(seed)
+    pairs = []
+    for _ in range(count):
+        own = int(torch.randint(len(split), (1,), generator=generator))
+        is_next = bool(torch.rand(1, generator=generator) < 0.5)
+        other = own
+        while not is_next and other == own:
+            other = int(torch.randint(len(split), (1,), generator=generator))
+        pairs.append(SentencePair(split[own][0], split[other][1], is_next))
+    return tuple(pairs)

@@ -150,3 +150,15 @@ def test_the_kind_is_registered_but_not_offered_in_the_sidebar():
     assert kinds.spec("masked-lm") is MASKED_LM
     assert MASKED_LM not in kinds.offered()
     assert ModelSource(MASKED_LM, DEFAULT_MODEL, 3).label == "masked LM (pretrained here), seed 3"
+
+
+def test_next_sentence_pairs_are_half_real_continuations_half_from_another_passage():
+    passages = masked_lm.read_corpus()
+    pairs = masked_lm.next_sentence_pairs(passages, 2000, seed=0)
+    real = [p for p in pairs if p.is_next]
+    assert within(len(real) / len(pairs), 0.5, len(pairs))
+    for pair in pairs[:200]:
+        joined = [f"{pair.first}{mark}{pair.second}" for mark in masked_lm.NSP_SPLITS]
+        assert any(text in passages for text in joined) == pair.is_next
+    assert masked_lm.next_sentence_pairs(passages, 5, seed=1) == \
+        masked_lm.next_sentence_pairs(passages, 5, seed=1)
