@@ -14,6 +14,7 @@ through_app()
 EXAMPLE_PASSAGE = "The bakery on the corner opens at six, but the smell of bread reaches the bus stop."
 DEFAULT_TEXT = "The bakery on the corner opens at [MASK]."
 SEED = 0
+PRETRAIN_REQUESTED = "mlm_pretrain_requested"  # a flag: the click survives the app's reruns
 
 st.title("Masked words: how BERT is pretrained")
 st.markdown(
@@ -34,19 +35,27 @@ st.caption(f"{chosen} of {sum(t not in ('[CLS]', '[SEP]') for t in example.token
            "tokens chosen in this draw; over the whole corpus about 15% are.")
 
 st.subheader("Pretraining")
-result = mlm.pretrained(SEED)
-charts.show(pretraining_loss_figure(result.losses, result.model.config.vocab_size),
-            key="mlm_loss")
-st.caption(f"{result.settings.steps} steps of {result.settings.batch_size} passages, seed "
-           f"{result.settings.seed}: the loss falls from about ln V (a uniform guess) as the "
-           f"model learns which words fit where. The corpus has {result.tokens:,} ordinary tokens "
-           "in all, far too few for real language knowledge: the model learns frequent words "
-           "and local patterns.")
+if not mlm.is_pretrained(SEED):
+    st.info("The masked LM has not been pretrained on this machine yet. It takes a minute or "
+            "two on a laptop's CPU, once: the weights are then kept on disk for every session.")
+    st.button("Pretrain it now", key="mlm_pretrain", type="primary",
+              on_click=lambda: st.session_state.update({PRETRAIN_REQUESTED: True}))
+if mlm.is_pretrained(SEED) or st.session_state.pop(PRETRAIN_REQUESTED, False):
+    result = mlm.pretrained(SEED)
+    charts.show(pretraining_loss_figure(result.losses, result.model.config.vocab_size),
+                key="mlm_loss")
+    st.caption(f"{result.settings.steps} steps of {result.settings.batch_size} passages, seed "
+               f"{result.settings.seed}: the loss falls from about ln V (a uniform guess) as the "
+               f"model learns which words fit where. The corpus has {result.tokens:,} ordinary "
+               "tokens in all, far too few for real language knowledge: the model learns "
+               "frequent words and local patterns.")
 
 st.subheader("Fill in the mask")
 text = st.text_input("A sentence with [MASK] where a word should go", DEFAULT_TEXT,
                      max_chars=MAX_TEXT_CHARS, key="mlm_text")
-if "[MASK]" not in text:
+if not mlm.is_pretrained(SEED):
+    st.info("Pretrain the model above first; then it fills in your [MASK].")
+elif "[MASK]" not in text:
     st.info("Type [MASK] where a word should go, and the model fills it in.")
 else:
     trace = mlm.trace(SEED, text)

@@ -22,7 +22,12 @@ def test_the_masked_lm_page_pretrains_once_keeps_it_and_fills_the_mask(monkeypat
     monkeypatch.setenv("ATTENTION_EXPLORER_CACHE", str(tmp_path))
     at = run_page("masked_lm")
     key = masked_lm.cache_key(default_model.tokenizer, masked_lm.read_corpus(), FEW_STEPS)
+    assert not masked_lm.is_kept(key) and not figures(at)  # opening the page trains nothing
+    assert "has not been pretrained on this machine yet" in texts(at)
+    at.button(key="mlm_pretrain").click().run()
     assert masked_lm.is_kept(key)  # on disk under the app's cache folder after the first run
+    at = run_page("masked_lm")  # a new session reads it back
+    assert not at.get("button") or "mlm_pretrain" not in [b.key for b in at.button]
     kept = masked_lm.load(masked_lm.cache_folder(key))
     loss = next(f for f in figures(at) if "Masked-word loss" in f["layout"]["title"]["text"])
     np.testing.assert_allclose(array(loss["data"][0]["y"]), kept.losses, atol=1e-6)
@@ -37,9 +42,11 @@ def test_the_masked_lm_page_pretrains_once_keeps_it_and_fills_the_mask(monkeypat
     assert "15%" in texts(at)
 
 
-def test_the_masked_lm_page_asks_for_a_mask_when_the_text_has_none(monkeypatch, tmp_path):
+def test_the_masked_lm_page_asks_for_a_mask_when_the_text_has_none(monkeypatch, tmp_path,
+                                                                   default_model):
     monkeypatch.setattr(masked_lm, "DEFAULT_SETTINGS", FEW_STEPS)
     monkeypatch.setenv("ATTENTION_EXPLORER_CACHE", str(tmp_path))
+    masked_lm.pretrained(default_model.tokenizer, settings=FEW_STEPS)
     at = run_page("masked_lm", state={"mlm_text": "No mask here."})
     assert "Type [MASK] where a word should go" in texts(at)
 
