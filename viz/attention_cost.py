@@ -12,7 +12,6 @@ QUADRATIC_COLOUR = style.UNSCALED_COLOR
 PROJECTIONS_COLOUR = style.SCALED_COLOR
 FEED_FORWARD_COLOUR = "#2ca02c"
 LINEAR_COLOUR = style.SCALED_COLOR
-MIB_BYTES = 2**20
 COST_PLOT_PX = 460
 
 
@@ -65,9 +64,9 @@ def measured_figure(measurement) -> go.Figure:
                                     line=dict(color=colour, width=3)), row=1, col=1)
     for name, values, colour in (
             ("scores and weights (H·T² numbers each)",
-             [t.attention_bytes / MIB_BYTES for t in timings], QUADRATIC_COLOUR),
+             [t.attention_mib for t in timings], QUADRATIC_COLOUR),
             ("q, k, v, output and MLP activations",
-             [t.linear_bytes / MIB_BYTES for t in timings], LINEAR_COLOUR)):
+             [t.linear_mib for t in timings], LINEAR_COLOUR)):
         figure.add_trace(go.Scatter(x=tokens, y=values, mode="lines+markers", name=name,
                                     line=dict(color=colour, width=3, dash="dash")), row=1, col=2)
     _log_axes(figure, "tokens T (log scale)", "ms", row=1, col=1)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
-from models.limits import COST_LENGTHS, COST_REPEATS
+from models.limits import COST_LENGTHS, COST_REPEATS, MIB
 
 FLOAT_BYTES = 4  # float32
 
@@ -120,6 +120,14 @@ class Timing:
     feed_forward_s: float
     attention_bytes: int
     linear_bytes: int
+
+    @property
+    def attention_mib(self) -> float:
+        return self.attention_bytes / MIB
+
+    @property
+    def linear_mib(self) -> float:
+        return self.linear_bytes / MIB
 
 
 @dataclass(frozen=True)
