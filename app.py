@@ -60,6 +60,9 @@ page = st.navigation({
         st.Page("pages/positions.py", title="Positions", icon=":material/pin_drop:"),
         st.Page("pages/encoder_layer.py", title="Inside one encoder layer", icon=":material/layers:"),
         st.Page("pages/fine_tuning.py", title="Fine-tuning a classifier", icon=":material/model_training:"),
+        st.Page("pages/masked_lm.py", title="Masked words (BERT's pretraining)", icon=":material/text_fields:"),
+        st.Page("pages/neuron_view.py", title="bertviz neuron view", icon=":material/scatter_plot:"),
+        st.Page("pages/attention_cost.py", title="The n² cost of attention", icon=":material/speed:"),
     ],
 }, position="top")  # every page in the top bar's two menus; the sidebar starts with the input
 if page.url_path == "attention_maps":  # before any widget: the link's values come along

@@ -85,6 +85,11 @@ WALK_BATCH = 32
 WALK_TOKENS = 128
 # ... and layers of its from-scratch encoder.
 WALK_SCRATCH_LAYERS = 6
+# The n² cost page measures one layer at these sequence lengths, no longer: at 1,024 tokens a
+# BERT-base layer's scores and weights take 2 x 12 x 1024² x 4 bytes = 96 MiB ...
+COST_LENGTHS = (64, 128, 256, 512, 1024)
+# ... each part timed this many times (the fastest run is kept: on a busy machine the others wait).
+COST_REPEATS = 3
 
 # --- Long inputs (models/hooks/streaming.py) ------------------------------------------------------
 # A long input keeps per-layer reductions, never its full maps, so a decoder reads up to this many

@@ -6,6 +6,7 @@ from ui.routing import through_app
 from ui.state import loaded_source, sidebar_input, use_decoder
 from ui.text import plain
 from viz.generation import visible_text
+from viz.labels import display_tokens
 from viz.predictions import candidate_bars, loss_figure, position_table
 
 through_app()
@@ -23,7 +24,8 @@ def position_choice(per_position, tokens: tuple[str, ...], many: bool) -> int:
             st.session_state["pred_position_number"] = last
         return int(st.number_input(f"Position (0–{last:,}): the last token the model has read",
                                    0, last, key="pred_position_number"))
-    labels = {p.position: f"after #{p.position} {visible_text(tokens[p.position])}"
+    words = display_tokens(tokens)
+    labels = {p.position: f"after #{p.position} {visible_text(words[p.position])}"
               for p in per_position.positions}
     return st.selectbox("Position", list(labels), format_func=labels.get,
                         index=len(labels) - 1, key="pred_position")

@@ -7,6 +7,7 @@ from ui.routing import through_app
 from ui.state import index_slider, sidebar_input
 from viz.arithmetic import (output_check, products_figure, row_steps_figure, row_table,
                             vectors_figure)
+from viz.labels import display_tokens
 
 through_app()
 
@@ -29,6 +30,7 @@ attention = inputs.current(token_options=False)
 if attention is None:
     st.stop()
 tokens, special_positions = attention.tokens, attention.special_positions
+words = display_tokens(tokens)  # as a person reads them (no byte-level markers)
 if given.merge_words or given.hide_special:
     st.caption("Vectors belong to the model's own tokens, so this page shows every word "
                "piece and special token whatever the sidebar's token options say.")
@@ -49,11 +51,11 @@ else:
     if st.session_state.get("arith_query") not in positions:
         st.session_state["arith_query"] = min(1, len(tokens) - 1)
     query = right.selectbox("Query token", positions, key="arith_query",
-                            format_func=lambda i: f"#{i} {tokens[i]}")
+                            format_func=lambda i: f"#{i} {words[i]}")
 with st.spinner(f"Computing row {query} of layer {layer}…"):
     row = row_arithmetic_from_rows(attention.rows(layer, range(query, query + 1)), head, query)
 st.caption(f"{inputs.caption(attention)} · d_k = {row.query.shape[-1]} · query #{query} "
-           f"'{tokens[query]}'")
+           f"'{words[query]}'")
 if row.rotary:
     st.info("This model encodes positions by rotating q and k (rotary position embeddings): "
             "the vectors below are q and k after that rotation, the ones the model "
@@ -96,7 +98,7 @@ choices = positions if shown_keys is None or not many else shown_keys
 if st.session_state.get("arith_key") not in choices:
     st.session_state["arith_key"] = int(max(choices, key=lambda i: row.weights[i]))
 key = st.selectbox("Key token", choices, key="arith_key",
-                   format_func=lambda i: f"#{i} {tokens[i]}")
+                   format_func=lambda i: f"#{i} {words[i]}")
 parts = key_products(row, key)
 show(products_figure(parts, tokens, query), key="arith_products")
 st.success(f"Check: the {len(parts.products)} products add up to {parts.total:.6f}, and step "

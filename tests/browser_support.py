@@ -45,6 +45,9 @@ PAGES = [
     ("encoder_layer", "Inside one encoder layer"),
     ("fine_tuning", "Fine-tuning a classifier"),
     ("corpus", "Corpus: every head over many passages"),
+    ("masked_lm", "Masked words: how BERT is pretrained"),
+    ("neuron_view", "bertviz neuron view"),
+    ("attention_cost", "The n² cost of attention"),
     ("lessons", "Lessons"),
 ]
 

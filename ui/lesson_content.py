@@ -9,7 +9,9 @@ from dataclasses import dataclass, field
 
 from ui.examples import BY_KEY, MARIO
 from ui.lesson_figures import (
-    RAMP, SPAN, cross_attention_figure, decoder_self_figure, dot_products_figure,
+    RAMP, SPAN, block_table_figure, block_walk_figure, cost_figure, loss_step_figure,
+    mask_filling_figure, neuron_view_figure, next_sentence_figure, output_layer_figure,
+    positions_figure, recipe_figure, cross_attention_figure, decoder_self_figure, dot_products_figure,
     finetune_data_figure, finetune_heads_figure, finetune_prediction_figure, head_map_figure,
     head_patching_figure, head_shares_figure, lens_rank_figure,
     layer_grid_figure, learned_spans_step, masked_scores_figure, padding_figure, pronoun_figure,
@@ -71,7 +73,15 @@ class OpenExample:
     label: str
 
 
-Action = SetSidebar | ToggleModel | Switch | OpenExample
+@dataclass(frozen=True)
+class OpenPage:
+    """Try this: a link to one of the app's pages."""
+
+    page: str  # its file, "pages/masked_lm.py"
+    label: str
+
+
+Action = SetSidebar | ToggleModel | Switch | OpenExample | OpenPage
 
 
 @dataclass(frozen=True)
@@ -156,6 +166,20 @@ LESSONS: tuple[Lesson, ...] = (
                 ("The last head of the last layer", False,
                  "Nothing forces a relation into a particular place; it is where training put "
                  "it."))),
+        Step("Inside one head: the neuron view",
+             "bertviz's neuron view opens the computation of one row: hover over a token on the "
+             "left (click ⊕ to expand) to see its query, every key, their elementwise "
+             "products, the sums q·k / √d_k and the softmax. The vectors are the ones your "
+             "model computed for your sentence.",
+             neuron_view_figure, OpenPage("pages/neuron_view.py", "Open the neuron view page"),
+             _q("In the neuron view, what turns the products q × k into one score per key?",
+                ("Adding them up and dividing by √d_k", True,
+                 "q·k is the sum of the elementwise products; the division by √d_k keeps "
+                 "the scores in a range where the softmax still spreads its weight."),
+                ("Taking the largest product", False,
+                 "Every product counts: the score is their sum, not their maximum."),
+                ("The softmax", False,
+                 "The softmax comes after: it turns the scores of all keys into weights."))),
     )),
     Lesson("scaling", "Why attention is scaled", "chapters 0, 1 and 3", (
         Step("Dot products grow with the size of the vectors",
@@ -183,6 +207,19 @@ LESSONS: tuple[Lesson, ...] = (
                 ("Yes, it makes every weight equal", False,
                  "The weights move closer together but stay different unless the scores were "
                  "equal."))),
+        Step("The n² cost",
+             "Every query meets every key: with n tokens a head computes n² dot products and "
+             "keeps n² weights, while the projections and the feed-forward block treat each "
+             "token on its own, n times the same work. Double the length and attention's "
+             "part grows four times: past a few thousand tokens it is most of the work.",
+             cost_figure, OpenPage("pages/attention_cost.py",
+                                   "Measure it on this machine"),
+             _q("A text four times as long: how much more do the attention scores cost?",
+                ("16 times", True, "n² grows with the square: (4n)² = 16 n²."),
+                ("4 times", False, "That is the linear parts (projections, MLP); the scores "
+                                   "compare every pair of tokens."),
+                ("The same", False, "Each extra token is compared with every other one, so "
+                                    "the cost grows."))),
     )),
     Lesson("masks", "Masks: causal and padding", "chapters 1, 3 and 4", (
         Step("A decoder only looks back",
@@ -198,7 +235,10 @@ LESSONS: tuple[Lesson, ...] = (
         Step("How the mask is applied",
              "The mask is laid over the raw scores before the softmax: allowed cells keep "
              "their score, masked ones become −∞. The softmax then gives them exactly zero "
-             "weight.",
+             "weight. Real code writes the smallest number the dtype can hold instead "
+             "(torch.finfo(dtype).min, about −3.4·10³⁸ in float32): its exponential is 0 all "
+             "the same, and a row with every key masked stays a number instead of becoming "
+             "NaN (−∞ − (−∞) is undefined).",
              masked_scores_figure, Switch("bidirectional", "Take the mask away",
                                           "Put the causal mask back"),
              _q("Why are masked scores set to −∞ rather than to 0?",
@@ -374,5 +414,118 @@ LESSONS: tuple[Lesson, ...] = (
                  "Patching measures an effect on the answer, not where the head looks."),
                 ("The head is not used", False,
                  "A head that does not matter leaves the corrupted run as it was: 0."))),
+    )),
+    Lesson("block", "Positions and the encoder block", "chapters 0, 1, 3 and 4", (
+        Step("Attention alone ignores word order",
+             "Attention compares every token with every other one, whatever their order: "
+             "'dog bites man' and 'man bites dog' would give the same weights, shuffled. So "
+             "before the first layer a position vector is added to every token's embedding: "
+             "fixed sine and cosine waves in the original Transformer, a learned table in "
+             "BERT.",
+             positions_figure, OpenPage("pages/positions.py", "Open the positions page"),
+             _q("Why is a position vector added to each token's embedding?",
+                ("Without it, attention would not know the order of the tokens", True,
+                 "The dot products do not depend on where a token stands; the position "
+                 "vector puts that into the token itself."),
+                ("To make the embeddings longer", False,
+                 "It is added, not appended: the width stays the same."),
+                ("To mark the padding", False, "Padding is handled by the padding mask."))),
+        Step("The feed-forward network",
+             "After attention, every token goes on its own through the same small network: a "
+             "linear layer that widens it (four times in BERT), a GELU, and a linear layer "
+             "back to the model's width. Attention mixes information between tokens; the "
+             "feed-forward network works on each token alone.",
+             block_walk_figure, OpenPage("pages/encoder_layer.py",
+                                         "Follow your sentence through a whole layer"),
+             _q("What does the feed-forward network of a layer read?",
+                ("One token's vector at a time", True,
+                 "The same weights are applied to each position separately: no token sees "
+                 "another there."),
+                ("The whole sentence at once", False,
+                 "Only attention reads other tokens; the feed-forward part is per token."),
+                ("Only the [CLS] token", False, "It runs on every position."))),
+        Step("Residual connections and layer norm",
+             "Each sub-layer's output is added to its input (a residual connection), so a "
+             "layer only has to learn a change, and gradients reach the first layers through "
+             "the sums. Layer norm then rescales each token's vector to mean 0 and variance 1 "
+             "(with a learned scale and shift): BERT normalises after each sum, many newer "
+             "models before each sub-layer.",
+             block_table_figure, OpenPage("pages/encoder_layer.py",
+                                          "Open the layer, step by step"),
+             _q("What does a residual connection do?",
+                ("Adds the sub-layer's input to its output", True,
+                 "x + sublayer(x): the input passes through unchanged and the sub-layer adds "
+                 "to it."),
+                ("Normalises each vector", False, "That is the layer norm."),
+                ("Removes the padding", False, "Residuals do not know about padding."))),
+    )),
+    Lesson("bert", "BERT's pretraining", "chapters 1 and 4", (
+        Step("Masked words: 15%, then 80/10/10",
+             "BERT reads text with words hidden and learns to fill them in. 15% of the tokens "
+             "are chosen; of those, 80% become [MASK], 10% a random token and 10% stay as "
+             "they are, so the model cannot rely on [MASK] to know where to work and must "
+             "keep a good vector for every token. The loss counts the chosen tokens only.",
+             recipe_figure, OpenPage("pages/masked_lm.py", "Open the masked-words page"),
+             _q("Of the chosen tokens, why are 10% left unchanged?",
+                ("So the model must check every token, not only the [MASK]s", True,
+                 "[MASK] never appears when the model is used; keeping and randomising some "
+                 "chosen tokens teaches it to build good vectors for real words too."),
+                ("To make training faster", False, "The same positions are scored either "
+                                                   "way."),
+                ("Because [MASK] is rare in the vocabulary", False,
+                 "It is one token like the others; the point is what the model learns."))),
+        Step("Next-sentence prediction",
+             "BERT's second task: given [CLS] A [SEP] B [SEP], was B the sentence that came "
+             "after A (IsNext, half the pairs) or one from elsewhere (NotNext)? The answer is "
+             "read from the [CLS] token's last vector, and segment embeddings tell the model "
+             "which tokens belong to A and which to B; later models (RoBERTa) dropped the task "
+             "and did as well.",
+             next_sentence_figure, OpenExample("head_view",
+                                               "See a sentence pair in bertviz's head view"),
+             _q("Where does BERT read its next-sentence answer from?",
+                ("The [CLS] token's last vector", True,
+                 "[CLS] attends to both sentences; a small classifier on its vector says "
+                 "IsNext or NotNext."),
+                ("The last [SEP]", False, "[SEP] only marks where a sentence ends."),
+                ("The average of all tokens", False, "BERT uses [CLS] for it."))),
+        Step("A masked LM pretrained here",
+             "A small encoder pretrained on this app's own corpus by the same recipe fills in "
+             "a [MASK]. With a few thousand tokens to learn from it knows frequent words and "
+             "short patterns; BERT read 3.3 billion words.",
+             mask_filling_figure, OpenPage("pages/masked_lm.py",
+                                           "Pretrain it and type your own [MASK]"),
+             _q("What does the masked LM's loss compare?",
+                ("Its prediction with the original token, at the chosen positions", True,
+                 "The cross-entropy of the original token, only where the recipe chose one."),
+                ("Its prediction with [MASK]", False, "[MASK] is the input, never the answer."),
+                ("Every position's prediction", False,
+                 "Unchosen positions are not in the loss."))),
+    )),
+    Lesson("output", "The output layer and its loss", "chapters 3 and 4", (
+        Step("From the last vector to a score for every word",
+             "After the last layer, a linear layer maps each token's vector to one score per "
+             "vocabulary token (the logits), often with the embedding matrix as its weights. "
+             "A softmax turns the scores into probabilities: here the decoder's for the token "
+             "after 'The Eiffel Tower is in the city of'.",
+             output_layer_figure, OpenExample("capital", "Open the next-word predictions"),
+             _q("How many numbers does the output layer give for one position?",
+                ("One per token of the vocabulary", True,
+                 "Every token the model knows gets a score; the softmax makes them a "
+                 "distribution."),
+                ("One per token of the input", False,
+                 "That would be an attention row, not a prediction."),
+                ("As many as the model's width", False,
+                 "That is the vector it reads; the output layer maps it to the vocabulary."))),
+        Step("The loss: cross-entropy",
+             "Training compares the predicted distribution with the token that really came: "
+             "the loss is −log of the probability given to it (in bits here). A sure and "
+             "right guess costs 0; a token given 1/1,000 costs about 10 bits. Training "
+             "lowers the mean over every position.",
+             loss_step_figure, OpenExample("capital", "Open the loss at every position"),
+             _q("The model gave the right token probability 0.5. What is the loss?",
+                ("1 bit", True, "−log₂(0.5) = 1."),
+                ("0.5 bits", False, "The loss is −log of the probability, not the "
+                                    "probability."),
+                ("0 bits", False, "Only a probability of 1 costs nothing."))),
     )),
 )

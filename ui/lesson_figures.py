@@ -19,24 +19,36 @@ from models.loading.kinds import DECODER
 from models.loading.source import ModelSource
 from models.teaching.span_training import load_learned_spans
 from models.teaching.translation_task import EXAMPLE_SENTENCES
-from ui import charts, finetune_cache, interventions_cache, seq2seq_cache, teaching_cache as teach
+from models.experiments.masked_lm import next_sentence_pairs, read_corpus
+from models.teaching.attention_cost import MINILM, crossover_tokens, flop_count
+from models.teaching.neuron_view import neuron_inputs
+from ui import (cache, charts, finetune_cache, interventions_cache, layer_walk_cache,
+                masked_lm_cache, seq2seq_cache, teaching_cache as teach)
 from ui.examples import (FACT_ANSWER, FACT_CLEAN, IOI_ANSWER, IOI_CLEAN, IOI_CORRUPTED,
                          IOI_WRONG)
 from ui.links import shared_params
-from ui.state import current_record, current_trace, sidebar_input
+from ui.state import current_record, current_trace, loaded_source, sidebar_input
 from ui.text import plain
 from viz.arithmetic import row_steps_figure
 from viz.head_analysis import layer_head_map
 from viz.interventions import patching_map, rank_figure, shares_map
 from viz.heatmap import attention_heatmap, layer_heads_grid
+from viz.labels import token_text
 from viz.masks import mask_steps_figures, side_by_side
 from viz.scaling import dot_product_figure, softmax_bars_figure
 from viz.span import before_after_heatmaps, learned_spans_figure, ramp_figure
 from viz.training import change_heatmap, data_figure, probabilities_figure
+from viz.attention_cost import flops_figure
+from viz.layer_walk import steps_figure, steps_table
+from viz.masked_lm import recipe_table, sentence_pairs_table
+from viz.neuron_view import MAX_TOKENS as NEURON_TOKENS, neuron_view_html
+from viz.positions import similarity_heatmap
+from viz.predictions import candidate_bars, loss_figure as position_loss_figure
 
 FLAG = "lessons_flag_"  # session keys of the lessons' on/off "try this" switches
 SPAN, RAMP = 5.0, 2.0  # the chapter's span of 5 tokens, with a ramp of 2
 PADDED_WITH = "I love Paris."  # the short sentence batched with the user's
+COST_LENGTHS_SHOWN = (16, 64, 256, 1024, 4096, 16384)
 
 
 def _show(figure, key: str) -> None:
@@ -58,7 +70,8 @@ def _sentence_row() -> tuple[RowArithmetic, tuple[str, ...], str] | None:
         return None
     record = trace.record
     query = _first_word(record.tokens)
-    caption = (f"Layer 0 · head 0 · query #{query} '{record.tokens[query]}' · "
+    caption = (f"Layer 0 · head 0 · query #{query} "
+               f"'{token_text(record.tokens[query], record.tokens)}' · "
                f"d_k = {trace.query.shape[-1]} · {record.source}")
     return row_arithmetic(trace, 0, 0, query), record.tokens, caption
 
@@ -128,16 +141,17 @@ def unscaled_row_figure(key: str) -> None:
     found = _sentence_row()
     if found is None:
         return
-    row, _, caption = found
+    row, tokens, caption = found
     allowed = row.allowed
     unscaled = np.zeros_like(row.dots)
     unscaled[allowed] = softmax(row.dots[allowed])
     entropies = (float(entropy_bits(unscaled)), float(entropy_bits(row.weights)))
     _show(softmax_bars_figure(row.query.shape[-1], unscaled_scores=row.dots,
                               unscaled_weights=unscaled, scaled_scores=row.scaled,
-                              scaled_weights=row.weights, entropies=entropies), key)
-    st.caption(plain(f"{caption}. Key j is token #j of your sentence; the scaled weights are "
-                     "the ones the model used."))
+                              scaled_weights=row.weights, entropies=entropies,
+                              tokens=tokens), key)
+    st.caption(plain(f"{caption}. Each pair of bars is one token of your sentence as a key; the "
+                     "scaled weights are the ones the model used."))
 
 
 def _teaching_inputs() -> tuple[str, int, str, str]:
@@ -329,3 +343,121 @@ def head_patching_figure(key: str) -> None:
                        ("layer", "head")), key)
     st.caption(plain(f"'{IOI_CORRUPTED}' run with one head's output from '{IOI_CLEAN}': 1 "
                      f"brings {grid.difference.answer_text!r} fully back, 0 changes nothing."))
+
+
+# --- positions, the encoder block, BERT's pretraining, the output layer -------------------------
+
+POSITIONS_SHOWN, POSITION_WIDTH = 32, 64  # the sinusoids' similarity map of the positions step
+RECIPE_PASSAGE = ("The bakery on the corner opens at six, but the smell of bread reaches the bus "
+                  "stop long before that.")
+NSP_PAIRS = 6
+MASKED_TEXT = "The bakery on the corner opens at [MASK]."
+
+
+def positions_figure(key: str) -> None:
+    _show(similarity_heatmap(teach.sinusoid_similarity(POSITIONS_SHOWN, POSITION_WIDTH),
+                             f"How alike two sinusoidal positions are (d = {POSITION_WIDTH})"), key)
+    st.caption("Each cell compares the position vectors of two positions: 1 on the diagonal, "
+               "and the same value all along each diagonal, so it depends only on how far apart "
+               "two tokens are.")
+
+
+def _walk():
+    """The sidebar's sentence through layer 0 of the sidebar's encoder, step by step."""
+    given = sidebar_input()
+    if not given.text.strip():
+        st.info("Type a sentence in the sidebar to follow it through the layer.")
+        return None
+    try:
+        return layer_walk_cache.pretrained_walk(given.encoder_name, given.text, 0)
+    except (ModelLoadError, ValueError) as error:  # a model the walk cannot follow, too
+        st.info(plain(str(error)))
+        return None
+
+
+def block_walk_figure(key: str) -> None:
+    walk = _walk()
+    if walk is not None:
+        _show(steps_figure(walk), key)
+        st.caption(plain(f"{walk.model_label}: your sentence through layer 0, with the shape of "
+                         "every intermediate tensor (B batch, T tokens, D width)."))
+
+
+def block_table_figure(key: str) -> None:
+    walk = _walk()
+    if walk is not None:
+        st.dataframe(steps_table(walk), hide_index=True, key=key)
+        st.caption("Every step recomputed by hand from the layer's weights, and how far it is "
+                   "from the model's own tensor: the residual sums and layer norms included.")
+
+
+def recipe_figure(key: str) -> None:
+    st.dataframe(recipe_table(masked_lm_cache.recipe_example(RECIPE_PASSAGE, 0)),
+                 hide_index=True, key=key)
+    st.caption("One passage of the app's corpus through the recipe (seed 0). A new draw is made "
+               "every time the passage is seen in training.")
+
+
+def next_sentence_figure(key: str) -> None:
+    pairs = next_sentence_pairs(read_corpus(), NSP_PAIRS, seed=0)
+    st.dataframe(sentence_pairs_table(pairs), hide_index=True, key=key)
+    st.caption("Pairs built from the app's corpus as BERT built them: the passage's own "
+               "continuation half of the time, a part of another passage otherwise.")
+
+
+def mask_filling_figure(key: str) -> None:
+    if not masked_lm_cache.is_pretrained(0):
+        st.info("The masked LM has not been pretrained on this machine yet: open its page "
+                "below (it pretrains once, with a progress bar, and keeps it on disk).")
+        return
+    trace = masked_lm_cache.trace(0, MASKED_TEXT)
+    (fillers,) = trace.predictions.masks
+    _show(candidate_bars(fillers.candidates, f"'{MASKED_TEXT}': the top 10 fillers"), key)
+    st.caption(plain(f"{trace.record.source}. Pretrained on a few thousand tokens, it has "
+                     "learned frequent words and short patterns, not facts."))
+
+
+def _decoder_trace():
+    try:
+        source = _decoder()
+        loaded_source(source)  # the embedded decoder is prepared once, with progress
+        return cache.trace(source, FACT_CLEAN, "")
+    except (ModelLoadError, ValueError) as error:
+        st.error(plain(str(error)))
+        return None
+
+
+def output_layer_figure(key: str) -> None:
+    trace = _decoder_trace()
+    if trace is not None:
+        _show(candidate_bars(trace.predictions.next_token.candidates,
+                             f"'{FACT_CLEAN}': the top 10 next tokens"), key)
+        st.caption(plain(f"The causal decoder's output layer after the last token: one score "
+                         f"per vocabulary token, turned into probabilities by a softmax. "
+                         f"{trace.record.source}."))
+
+
+def loss_step_figure(key: str) -> None:
+    trace = _decoder_trace()
+    if trace is not None and trace.predictions.positions is not None:
+        positions = trace.predictions.positions
+        _show(position_loss_figure(positions), key)
+        st.caption(plain(f"At every position, −log₂ of the probability the model gave the token "
+                         f"that came next; the mean is {positions.mean_loss_bits:.2f} bits."))
+
+
+def neuron_view_figure(key: str) -> None:
+    trace = current_trace()
+    if trace is None:
+        return
+    if trace.record.num_tokens > NEURON_TOKENS:
+        st.info(f"The neuron view draws up to {NEURON_TOKENS} tokens: use a shorter sentence.")
+        return
+    st.iframe(neuron_view_html(neuron_inputs(trace, 0), 0, trace.record.source),
+              height="content", alt="bertviz neuron view of layer 0, head 0: query, key and "
+                                    "product vectors, scores and weights of one token")
+
+
+def cost_figure(key: str) -> None:
+    counts = [flop_count(tokens, MINILM) for tokens in COST_LENGTHS_SHOWN]
+    _show(flops_figure(counts, crossover_tokens(MINILM), MINILM.name), key)

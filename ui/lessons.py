@@ -16,7 +16,7 @@ import streamlit as st
 from models.loading import kinds
 from models.loading.kinds import DECODER, PRETRAINED
 from ui.examples import BY_KEY, link_params
-from ui.lesson_content import LESSONS, Action, Question, SetSidebar, Switch, ToggleModel
+from ui.lesson_content import LESSONS, Action, OpenPage, Question, SetSidebar, Switch, ToggleModel
 from ui.lesson_figures import FLAG, _flag
 from ui.state import sidebar_input
 
@@ -108,6 +108,8 @@ def _try_this(action: Action, key: str) -> None:
         causal = sidebar_input().source.causal
         st.button("Switch the model back to the pretrained encoder" if causal
                   else "Switch the model to the causal decoder", key=key, on_click=_toggle_model)
+    elif isinstance(action, OpenPage):
+        st.page_link(action.page, label=action.label, icon=":material/open_in_new:")
     elif isinstance(action, Switch):
         st.button(action.turn_off if _flag(action.name) else action.turn_on, key=key,
                   on_click=_toggle_flag, args=(action.name,))

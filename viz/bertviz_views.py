@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from models.hooks.record import AttentionRecord
+from viz.labels import display_tokens
 
 WEIGHT_DECIMALS = 3  # 0.001 is finer than a line's opacity can show
 
@@ -250,7 +251,8 @@ def sentence_b_start(record: AttentionRecord) -> int | None:
 
 
 def _visible_tokens(record: AttentionRecord) -> tuple[str, ...]:
-    return tuple("␣" if token == "" or token.isspace() else token for token in record.tokens)
+    return tuple("␣" if token == "" or token.isspace() else token
+                 for token in display_tokens(record.tokens))
 
 
 def _layer_tensors(record: AttentionRecord) -> list[torch.Tensor]:

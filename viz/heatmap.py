@@ -10,13 +10,16 @@ from plotly.subplots import make_subplots
 
 from models.hooks.record import AttentionRecord
 from viz import style
-from viz.labels import numbered_labels, tick_labels
+from viz.labels import numbered_labels, raw_differs, raw_hover, tick_labels
 
 HOVER = f"query: %{{y}}<br>key: %{{x}}<br>weight: %{{z:.{style.HOVER_DECIMALS}f}}<extra></extra>"
 GRID_HOVER = (
     "query: %{customdata[0]}<br>key: %{customdata[1]}<br>"
     f"weight: %{{z:.{style.HOVER_DECIMALS}f}}<extra></extra>"
 )
+# A token map whose tokens read differently as words also names them as the tokenizer wrote them.
+RAW_HOVER = (f"query: %{{y}}<br>key: %{{x}}<br>weight: %{{z:.{style.HOVER_DECIMALS}f}}<br>"
+             "as the tokenizer wrote them: %{customdata[0]} → %{customdata[1]}<extra></extra>")
 POSITION_HOVER = f"query #%{{y}}<br>key #%{{x}}<br>weight: %{{z:.{style.HOVER_DECIMALS}f}}<extra></extra>"
 
 
@@ -81,6 +84,11 @@ def matrix_heatmap(
         columns = numbered_labels(tokens, starts[1])
         row_labels = numbered_labels(rows, starts[0])
         trace = dict(x=columns, y=row_labels, hovertemplate=HOVER)
+        if (raw_differs(tokens) or raw_differs(rows)) and max(count, len(rows)) <= \
+                style.MAX_HOVER_TOKENS_IN_GRID:  # a cell's strings for every cell: short inputs
+            raw_rows, raw_columns = (np.array(raw_hover(t), dtype=object) for t in (rows, tokens))
+            trace.update(customdata=np.stack(np.broadcast_arrays(
+                raw_rows[:, None], raw_columns[None, :]), axis=-1), hovertemplate=RAW_HOVER)
         x_categories, y_categories = columns, row_labels
     else:
         trace = dict(x=list(range(count)), y=list(range(len(rows))),

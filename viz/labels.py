@@ -12,6 +12,7 @@ from functools import lru_cache
 
 
 BYTE_LEVEL_MARKERS = ("Ġ", "Ċ")  # a space, a newline: present in almost any byte-level text
+WORD_START = "▁"  # SentencePiece (T5, Llama 2, ALBERT) writes a space before a word as U+2581
 
 
 @lru_cache(maxsize=1)
@@ -38,15 +39,38 @@ def byte_level_text(token: str) -> str:
 
 
 def display_tokens(tokens: tuple[str, ...] | list[str]) -> list[str]:
-    """Tokens as a reader expects them: byte-level stand-ins decoded, leading spaces dropped,
-    a newline shown as ↵."""
-    if not any(marker in token for token in tokens for marker in BYTE_LEVEL_MARKERS):
+    """Tokens as a reader expects them, as words: byte-level stand-ins decoded (GPT-2, SmolLM2:
+    "ĠParis" -> "Paris"), SentencePiece's word marker dropped ("▁Paris" -> "Paris"), leading
+    spaces dropped, a newline shown as ↵. WordPiece tokens (BERT: "jump", "##ing") are words
+    already and stay as they are. The one place tokens become the words a person reads."""
+    if any(marker in token for token in tokens for marker in BYTE_LEVEL_MARKERS):
+        decode = byte_level_text
+    elif any(WORD_START in token for token in tokens):
+        def decode(token: str) -> str:
+            return token.replace(WORD_START, " ")
+    else:
         return list(tokens)
     shown = []
     for token in tokens:
-        text = byte_level_text(token).replace("\n", "↵")
+        text = decode(token).replace("\n", "↵")
         shown.append(text.strip(" ") or text)
     return shown
+
+
+def token_text(token: str, context: tuple[str, ...] | list[str] = ()) -> str:
+    """One token as a word (read with the other tokens of its input, `context`, which tell
+    whether the tokenizer writes byte-level stand-ins)."""
+    return display_tokens([token, *context])[0]
+
+
+def raw_differs(tokens: tuple[str, ...] | list[str]) -> bool:
+    """Whether any token reads differently as a word than as the tokenizer wrote it."""
+    return display_tokens(tokens) != list(tokens)
+
+
+def raw_hover(tokens: tuple[str, ...] | list[str]) -> list[str]:
+    """Each token as the tokenizer wrote it, escaped, for a hover ("ĠParis")."""
+    return [html.escape(token, quote=False) or "␣" for token in tokens]
 
 
 def safe_token(token: str) -> str:

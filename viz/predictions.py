@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 from models.experiments.predictions import Candidate, PerPosition
 from viz import style
 from viz.generation import candidates_figure, visible_text
+from viz.labels import display_tokens
 
 LOSS_BAR_COLOR = "#3182bd"
 SURPRISE_COLOR = "#d62728"  # the actual token was not among the model's top candidates
@@ -32,10 +33,11 @@ def position_table(per_position: PerPosition, tokens: tuple[str, ...]) -> pd.Dat
     """One row per position: the token read, the token that came, its probability and loss,
     its rank among the model's candidates, and the model's first choice."""
     rows = []
+    words = display_tokens(tokens)
     for p in per_position.positions:
         rows.append({
             "position": p.position,
-            "read": visible_text(tokens[p.position]),
+            "read": visible_text(words[p.position]),
             "came next": visible_text(p.actual.text),
             "probability": p.actual.probability,
             "loss (bits)": p.loss_bits,

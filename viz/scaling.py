@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from viz import style
+from viz.labels import numbered_labels
 
 SQRT_SCALE, LOG_LOG_SCALE, LINEAR_SCALE = "sqrt", "log-log", "linear"
 X_SCALES = (SQRT_SCALE, LOG_LOG_SCALE, LINEAR_SCALE)
@@ -132,12 +133,15 @@ def dot_product_figure(dimensions: np.ndarray, measured: np.ndarray, approximati
 
 def softmax_bars_figure(dimension: int, *, unscaled_scores: np.ndarray,
                         unscaled_weights: np.ndarray, scaled_scores: np.ndarray,
-                        scaled_weights: np.ndarray, entropies: tuple[float, float]) -> go.Figure:
+                        scaled_weights: np.ndarray, entropies: tuple[float, float],
+                        tokens: tuple[str, ...] | None = None) -> go.Figure:
     """The softmax of one row of scores, unscaled and scaled, as grouped bars per key.
 
-    entropies: (unscaled, scaled) in bits.
+    entropies: (unscaled, scaled) in bits. tokens: the row's keys as tokens (a real sentence's
+    row), shown as words; without them the keys are numbered ("key 0").
     """
-    keys = [f"key {j}" for j in range(len(scaled_weights))]
+    keys = (numbered_labels(tokens) if tokens is not None
+            else [f"key {j}" for j in range(len(scaled_weights))])
     figure = go.Figure()
     for name, weights, scores, color in (
         (f"unscaled: entropy {entropies[0]:.2f} bits", unscaled_weights, unscaled_scores,

@@ -214,6 +214,13 @@ PAGES = [
     ("logit_attribution", {"model": "decoder", "answer": "jump", "wrong": "run", "count": "8"},
      {"Answer (one token)": "jump", "Parts in the bar chart": 8}, ("Parts in the bar chart", 10),
      {"count": "10", "answer": "jump", "wrong": "run"}),
+    ("masked_lm", {"recipe_seed": "7"}, {"Draw (seed)": 7}, ("Draw (seed)", 3),
+     {"recipe_seed": "3"}),
+    ("neuron_view", {"layer": "2", "head": "3"},
+     {"Layer": 2, "Head (bertviz's menu changes it too)": 3}, ("Layer", 4),
+     {"layer": "4", "head": "3"}),
+    ("attention_cost", {"shape": "BERT-base"}, {"Layer": "BERT-base"},
+     ("Layer", "MiniLM (the embedded encoder)"), {"shape": "MiniLM (the embedded encoder)"}),
 ]
 
 
