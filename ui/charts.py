@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from viz.describe import describe
-from viz.style import SAFE_PALETTE, STANDARD_PALETTE, themed
+from viz.style import SAFE_PALETTE, STANDARD_PALETTE, readable_text, themed
 
 # Session keys of the sidebar's Presenter section (ui.state.sidebar draws the widgets)
 PRESENTER = "sb_presenter"
@@ -51,7 +51,7 @@ def show(figure: go.Figure, key: str, container=st, **plotly_chart_kwargs):
     """Draw `figure` in `container` (a column, a tab, the page) as the sidebar asks, named for
     screen readers by its text alternative (its title and what it shows, viz.describe)."""
     settings = presentation()
-    shown = themed(figure, settings.presenter, settings.palette)
+    shown = readable_text(themed(figure, settings.presenter, settings.palette))
     config = {**chart_config(key, settings.figure_format), **plotly_chart_kwargs.pop("config", {})}
     alt = plotly_chart_kwargs.pop("alt", None) or describe(figure)
     return container.plotly_chart(shown, key=key, config=config, alt=alt, **plotly_chart_kwargs)
