@@ -13,6 +13,7 @@ from models.loading.hub import stay_offline_unless_allowed
 
 stay_offline_unless_allowed()  # HF_HUB_OFFLINE=1 unless ATTENTION_EXPLORER_HUB=on
 
+from ui.accessibility import accessible_page  # noqa: E402
 from ui.attention import read_setting  # noqa: E402
 from ui.decks import deck_slide  # noqa: E402
 from ui.examples import examples_menu  # noqa: E402
@@ -21,6 +22,7 @@ from ui.server_limits import warn_if_limits_differ  # noqa: E402
 from ui.state import sidebar  # noqa: E402
 
 st.set_page_config(page_title="Attention Explorer", page_icon=str(Path(__file__).parent / "assets" / "icon.png"), layout="wide")
+accessible_page()
 
 # Each page starts with ui.routing.through_app(), which keeps Streamlit's legacy pages/ folder
 # routing from running a page without this script on a fresh server's first request.

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 import plotly.graph_objects as go
 import streamlit as st
 
-from viz.style import SAFE_PALETTE, STANDARD_PALETTE, themed
+from viz.describe import describe
+from viz.style import SAFE_PALETTE, STANDARD_PALETTE, readable_text, themed
 
 # Session keys of the sidebar's Presenter section (ui.state.sidebar draws the widgets)
 PRESENTER = "sb_presenter"
@@ -47,8 +48,10 @@ def chart_config(key: str, figure_format: str) -> dict:
 
 
 def show(figure: go.Figure, key: str, container=st, **plotly_chart_kwargs):
-    """Draw `figure` in `container` (a column, a tab, the page) as the sidebar asks."""
+    """Draw `figure` in `container` (a column, a tab, the page) as the sidebar asks, named for
+    screen readers by its text alternative (its title and what it shows, viz.describe)."""
     settings = presentation()
-    shown = themed(figure, settings.presenter, settings.palette)
+    shown = readable_text(themed(figure, settings.presenter, settings.palette))
     config = {**chart_config(key, settings.figure_format), **plotly_chart_kwargs.pop("config", {})}
-    return container.plotly_chart(shown, key=key, config=config, **plotly_chart_kwargs)
+    alt = plotly_chart_kwargs.pop("alt", None) or describe(figure)
+    return container.plotly_chart(shown, key=key, config=config, alt=alt, **plotly_chart_kwargs)

@@ -226,7 +226,8 @@ def test_default_mode_sends_plain_figures_png_download_and_no_css():
     options = json.loads(at.get("plotly_chart")[0].proto.config)["toImageButtonOptions"]
     assert options == {"format": "png", "filename": "maps_heatmap", "scale": 2}
     layout = figures(at)[0]["layout"]
-    assert layout["font"]["size"] == style.FONT["size"] and "tickfont" not in layout["xaxis"]
+    assert layout["font"]["size"] == style.FONT["size"]  # sizes untouched, only text colours
+    assert layout["xaxis"]["tickfont"] == {"color": style.FIGURE_TEXT_COLOR}
     assert not [m for m in at.markdown if "<style>" in str(m.value)]
     assert at.toggle(key="sb_presenter").value is False
     assert at.radio(key="sb_figure_format").options == ["PNG", "SVG"]

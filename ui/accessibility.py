@@ -1,0 +1,54 @@
+"""What every page gets so that axe-core finds no serious or critical violation
+(tests/browser/test_browser_accessibility.py); the theme's colours are in .streamlit/config.toml,
+figures' text alternatives in ui.charts."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+SCRIPT_KEY = "a11y_script"  # the container of the script below, hidden (it draws nothing)
+
+# A KaTeX display formula wider than its column scrolls sideways, and a region that scrolls must
+# be reachable by keyboard (WCAG 2.1.1; axe's scrollable-region-focusable). The script gives each
+# formula that scrolls a tab stop and a name (its TeX source), and takes them back when it fits.
+FORMULA_SCRIPT = """<script>
+(() => {
+  if (window.__explorerFormulas) return;
+  window.__explorerFormulas = true;
+  let pending = false;
+  const mark = () => {
+    pending = false;
+    for (const formula of document.querySelectorAll('.katex-display')) {
+      const scrolls = formula.scrollWidth > formula.clientWidth;
+      if (scrolls && formula.getAttribute('tabindex') !== '0') {
+        const source = formula.querySelector('annotation');
+        formula.setAttribute('tabindex', '0');
+        formula.setAttribute('role', 'region');
+        formula.setAttribute('aria-label',
+                             'Formula' + (source ? ': ' + source.textContent : ''));
+      } else if (!scrolls && formula.getAttribute('tabindex') === '0') {
+        formula.removeAttribute('tabindex');
+        formula.removeAttribute('role');
+        formula.removeAttribute('aria-label');
+      }
+    }
+  };
+  const later = () => { if (!pending) { pending = true; requestAnimationFrame(mark); } };
+  new MutationObserver(later).observe(document.body, {childList: true, subtree: true});
+  window.addEventListener('resize', later);
+  later();
+})();
+</script>"""
+
+ACCESSIBLE_CSS = f"""<style>
+.st-key-{SCRIPT_KEY} {{ display: none; }}
+.stApp .katex-display:focus-visible {{ outline: 2px solid currentColor; outline-offset: 2px; }}
+</style>"""
+
+
+def accessible_page() -> None:
+    """Add the app's accessibility styles and the formula script to the page (neither takes
+    space: a style-only block goes to Streamlit's event container, the script's is hidden)."""
+    st.html(ACCESSIBLE_CSS)
+    with st.container(key=SCRIPT_KEY):
+        st.html(FORMULA_SCRIPT, unsafe_allow_javascript=True)
