@@ -20,6 +20,9 @@ from ui.examples import examples_menu  # noqa: E402
 from ui.links import LinkedView  # noqa: E402
 from ui.server_limits import warn_if_limits_differ  # noqa: E402
 from ui.state import sidebar  # noqa: E402
+from ui.timing import RunClock  # noqa: E402
+
+run_clock = RunClock.start()  # the run's times go to ATTENTION_EXPLORER_TIMING_LOG when it is set
 
 st.set_page_config(page_title="Attention Explorer", page_icon=str(Path(__file__).parent / "assets" / "icon.png"), layout="wide")
 accessible_page()
@@ -84,3 +87,5 @@ except Exception as error:  # the last guard: log the trace for the operator, sh
         logging.getLogger("attention_explorer").exception("page %s failed", page.title)
         st.error("Something went wrong while drawing this page. Try another input or model; "
                  "the details are in the server log.")
+finally:  # also when Streamlit stops or reruns the script
+    run_clock.log(page.title)

@@ -52,9 +52,12 @@ if attention is not None:
             "itself, a line just below it attends to the previous token, a bright column is a "
             "token that collects attention from everyone (often `[SEP]` or `[CLS]`)."
         )
-    mosaic = all_heads_figure(summary.thumbnails, (layer, head), per_tile)
-    # a column narrower than the figure: keep the tiles (and their H labels) at the top of it
-    mosaic.update_yaxes(constrain="domain", constraintoward="top")
+    def build_mosaic():
+        mosaic = all_heads_figure(summary.thumbnails, (layer, head), per_tile)
+        # a column narrower than the figure: keep the tiles (and their H labels) at the top of it
+        return mosaic.update_yaxes(constrain="domain", constraintoward="top")
+
+    mosaic = views.kept_figure(attention, ("mosaic", layer, head, per_tile), build_mosaic)
     show(mosaic, key="all_mosaic", container=picture, selection_mode="points",
          on_select=lambda: open_clicked_tile(attention.num_layers, attention.num_heads))
     views.head_map(attention, layer, head, "all")

@@ -76,7 +76,8 @@ try:
             st.info("Press the button to train. On a two-core machine this takes from under a "
                     "minute to about two minutes, depending on how busy the machine is.")
             st.stop()
-        bar = st.progress(0.0, text="Starting…")
+        bar = st.progress(0.0, text=f"Fine-tuning both models on {data.train_size} labelled "
+                                    "sentences (a minute or two here): starting…")
         for name, settings in models.items():
             results[name] = finetune_cache.trained(
                 given.encoder_name, data, settings,

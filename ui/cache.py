@@ -11,6 +11,7 @@ the views derived from them in `TRACES`, bounded in bytes (a decoder trace at it
 from __future__ import annotations
 
 import hashlib
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -27,7 +28,9 @@ from models.hooks.trace import Trace
 from models.store import stores
 from models.store.keys import result_key
 from ui.byte_caches import kept
-from viz.bertviz_views import ViewChoice, view_html
+
+if TYPE_CHECKING:
+    from viz.bertviz_views import ViewChoice
 
 
 def _embedded(name: str) -> bool:
@@ -127,7 +130,10 @@ def copied_difference(source: ModelSource, text: str, pair: str) -> float:
 def bertviz_html(record: AttentionRecord, view: str | ViewChoice) -> str:
     """The same HTML for the same input, so the frame is not rebuilt and redrawn on every rerun.
 
-    Keyed by the record's content (a digest of its weights), kept in the byte-bounded store."""
+    Keyed by the record's content (a digest of its weights), kept in the byte-bounded store.
+    bertviz (and IPython under it) is imported on the bertviz page's first use, not at start."""
+    from viz.bertviz_views import view_html
+
     digest = hashlib.blake2b(record.weights.tobytes(), digest_size=16).hexdigest()
     key = result_key("bertviz", view, record.source, record.tokens, record.masks, digest)
     return kept(stores.TRACES, key, lambda: view_html(record, view), "Building bertviz's view…")

@@ -20,6 +20,16 @@ from ui.state import decoder_with_progress
 from ui.text import plain
 
 
+WAITING_TEXT = ("Generating this continuation (a few seconds the first time; then it is kept for "
+                "everyone who asks for the same one)…")
+
+
+def generating_text(new_tokens: int, model: str) -> str:
+    """The progress bar's first sentence: what is being computed, and that it takes a moment."""
+    return (f"Generating {new_tokens} new tokens with {model}, one forward pass per token: each "
+            "step's attention is recorded…")
+
+
 def generation(decoder_name: str, prompt: str, settings: GenerationSettings) -> Generation | None:
     """The generation for these inputs, or None after telling the user in one sentence why not.
 
@@ -30,7 +40,7 @@ def generation(decoder_name: str, prompt: str, settings: GenerationSettings) -> 
 
     def compute() -> Generation:
         loaded = decoder_with_progress(decoder_name)
-        bar = st.progress(0.0, text="Generating…")
+        bar = st.progress(0.0, text=generating_text(settings.new_tokens, loaded.name))
         try:
             return generate(
                 loaded.model, loaded.tokenizer, prompt, settings, token_limit=loaded.max_tokens,
@@ -43,7 +53,7 @@ def generation(decoder_name: str, prompt: str, settings: GenerationSettings) -> 
 
     try:
         return kept(stores.RESULTS, result_key("generation", decoder_name, prompt, settings),
-                    compute)
+                    compute, WAITING_TEXT)
     except ModelLoadError as error:
         st.error(plain(str(error)))
     except GenerationRefused as error:

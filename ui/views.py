@@ -8,10 +8,13 @@ tokens only, so a page calls `head_map` and never asks how the input was read.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import numpy as np
+import plotly.graph_objects as go
+import plotly.io
 import streamlit as st
 
 from models.analysis.pooling import pool
@@ -24,6 +27,32 @@ from viz.heatmap import heads_grid, matrix_heatmap
 from viz.rollout import long_rollout_figures
 from viz.rollout import rollout_figures as exact_rollout_figures
 from viz.long_view import WINDOW_TOKENS, fit_half_width, pooled_head_figure, window_figure
+
+
+@dataclass(frozen=True)
+class KeptFigure:
+    """A figure built once for a view and shown to every session asking for the same view: it
+    is never changed once built (charts.show themes a copy). Counted in the trace store by the
+    length of its JSON, which is what it holds and what each showing sends."""
+
+    figure: go.Figure
+    json_bytes: int
+
+    @property
+    def nbytes(self) -> int:
+        return self.json_bytes
+
+
+def kept_figure(attention: Attention, key: tuple[Hashable, ...],
+                build: Callable[[], go.Figure]) -> go.Figure:
+    """`build()`'s figure for this input and `key` (everything `build` reads besides the input),
+    built once per server and kept with the input's other results (`attention.remember`, the
+    byte-bounded trace store): a second session opening the same view draws it without building
+    it again. Nothing may change the figure it returns."""
+    def built() -> KeptFigure:
+        figure = build()
+        return KeptFigure(figure, len(plotly.io.to_json(figure, validate=False)))
+    return attention.remember(("figure", *key), built).figure
 
 
 def window_start(label: str, last: int, key: str, default: int, container) -> int:
@@ -47,20 +76,26 @@ def head_map(attention: Attention, layer: int, head: int, prefix: str, container
     weights = attention.head(layer, head)
     title = f"{name} · layer {layer}, head {head}" if name else f"Layer {layer} · Head {head}"
     if exact(attention):
-        figure = matrix_heatmap(weights, attention.tokens, title)
-        charts.show(fit_half_width(figure) if half_width else figure, key=f"{prefix}_heatmap",
-                    container=container)
+        def exact_map() -> go.Figure:
+            figure = matrix_heatmap(weights, attention.tokens, title)
+            return fit_half_width(figure) if half_width else figure
+        charts.show(kept_figure(attention, ("head", layer, head, title, half_width), exact_map),
+                    key=f"{prefix}_heatmap", container=container)
         return weights
     whole, window = (container, container) if half_width else container.columns(2, gap="medium")
-    pooled = pool(weights)
-    charts.show(fit_half_width(pooled_head_figure(
-        pooled, layer, head, title=f"{title}: all {attention.num_tokens:,} tokens" if name
-        else None)), key=f"{prefix}_long_whole", container=whole)
+    pooled = attention.remember(("pooled head", layer, head), lambda: pool(weights))
+    whole_title = f"{title}: all {attention.num_tokens:,} tokens" if name else None
+    charts.show(kept_figure(attention, ("pooled head", layer, head, whole_title),
+                            lambda: fit_half_width(pooled_head_figure(pooled, layer, head,
+                                                                      title=whole_title))),
+                key=f"{prefix}_long_whole", container=whole)
     last = max(attention.num_tokens - WINDOW_TOKENS, 0)  # it starts on the diagonal at the end
     query = window_start("Window: first query", last, f"{prefix}_window_query", last, window)
     key = window_start("Window: first key", last, f"{prefix}_window_key", last, window)
-    charts.show(fit_half_width(window_figure(weights, attention.tokens, layer, head, query, key,
-                                             top=float(pooled.tops))),
+    charts.show(kept_figure(attention, ("window", layer, head, query, key),
+                            lambda: fit_half_width(window_figure(
+                                weights, attention.tokens, layer, head, query, key,
+                                top=float(pooled.tops)))),
                 key=f"{prefix}_long_window", container=window)
     return weights
 
@@ -69,27 +104,28 @@ def norm_map(attention: Attention, layer: int, head: int, prefix: str, container
     """One head's norm-based map ||alpha_ij f(x_j)|| (per model token): exact with its tokens
     for a short input, max-pooled whole for a long one."""
     container = container or st.container()
-    norms = attention.norm_head(layer, head)
-    if exact(attention):
-        figure = norm_heatmap(attention.tokens, norms, layer, head)
-    else:
-        figure = pooled_head_figure(pool(norms), layer, head,
-                                    title=f"Layer {layer} · Head {head}: ‖α·f(x)‖, all "
-                                          f"{attention.num_tokens} tokens",
-                                    colorbar_title="‖α·f(x)‖")
-    charts.show(fit_half_width(figure), key=f"{prefix}_norm_heatmap", container=container)
+    def build() -> go.Figure:
+        norms = attention.norm_head(layer, head)
+        if exact(attention):
+            return fit_half_width(norm_heatmap(attention.tokens, norms, layer, head))
+        return fit_half_width(pooled_head_figure(
+            pool(norms), layer, head, title=f"Layer {layer} · Head {head}: ‖α·f(x)‖, all "
+                                            f"{attention.num_tokens} tokens",
+            colorbar_title="‖α·f(x)‖"))
+    charts.show(kept_figure(attention, ("norm", layer, head), build),
+                key=f"{prefix}_norm_heatmap", container=container)
 
 
 def layer_grid(attention: Attention, layer: int, prefix: str) -> None:
     """Every head of one layer as small multiples on one colour scale: exact for a short input,
     its thumbnails (max-pooled blocks) for a long one."""
-    if exact(attention):
-        maps = np.stack([attention.head(layer, head) for head in range(attention.num_heads)])
-        charts.show(heads_grid(maps, layer, attention.tokens), key=f"{prefix}_grid")
-        return
-    pooled = attention.summary().pooled[layer]  # (H, c, c)
-    charts.show(heads_grid(pooled, layer, None, pooled_from=attention.num_tokens),
-                key=f"{prefix}_grid")
+    def build() -> go.Figure:
+        if exact(attention):
+            maps = np.stack([attention.head(layer, head) for head in range(attention.num_heads)])
+            return heads_grid(maps, layer, attention.tokens)
+        pooled = attention.summary().pooled[layer]  # (H, c, c)
+        return heads_grid(pooled, layer, None, pooled_from=attention.num_tokens)
+    charts.show(kept_figure(attention, ("grid", layer), build), key=f"{prefix}_grid")
 
 
 def head_exports(attention: Attention, layer: int, head: int, prefix: str) -> None:
