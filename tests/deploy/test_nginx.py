@@ -3,8 +3,8 @@
 Two `streamlit run app.py` replicas (what `attention-explorer serve` starts) behind Debian's
 nginx, run unprivileged with a configuration made from the shipped file (nginx_support.py).
 Which replica served a request is read from nginx's access log in the shipped format
-(`upstream=$upstream_addr session=<the sticky cookie>`). The tests' names say "browser" so that
-the suite's `-k "not browser"` leaves them to browser runs, as it does tests/browser/.
+(`upstream=$upstream_addr session=<the sticky cookie>`). The browser test's name says "browser"
+so that the suite's `-k "not browser"` leaves it to browser runs, as it does tests/browser/.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def _sessions(lines) -> dict[str, set[str]]:
     return by_session
 
 
-def test_browser_the_shipped_config_keeps_its_blocks_in_the_test_config():
+def test_the_test_config_is_the_shipped_one_with_only_addresses_replaced():
     shipped = SHIPPED.read_text(encoding="utf-8")
     made = config_from_shipped(shipped, ["127.0.0.1:1", "127.0.0.1:2"], 3, SHIPPED.parent)
     for kept in ("hash $uid_got$uid_set consistent;", "proxy_set_header Upgrade $http_upgrade;",
