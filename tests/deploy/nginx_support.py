@@ -92,8 +92,10 @@ def read_log(path: Path) -> list[LogLine]:
         match = _LOG_LINE.search(text)
         if match is None:
             raise AssertionError(f"an access log line not in the shipped format: {text}")
+        # nginx logs an empty variable as "-": the cookie being set is "-ae_replica=…", the
+        # one sent back "ae_replica=…-"; both name the same browser
         lines.append(LogLine(match["request"], int(match["status"]), match["upstream"],
-                             match["session"]))
+                             match["session"].strip("-")))
     return lines
 
 
