@@ -25,4 +25,11 @@ if [ "${1:-app}" = "test" ]; then
     $sudo_cmd apt-get update -q >/dev/null
     DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q chromium >/dev/null
   fi
+  # Debian's nginx for tests/deploy (run unprivileged by the test, never as a service)
+  if ! command -v nginx >/dev/null && [ ! -x /usr/sbin/nginx ]; then
+    echo "setup: installing Debian's nginx-light for the deployment test"
+    sudo_cmd=""; [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
+    $sudo_cmd apt-get update -q >/dev/null
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q nginx-light >/dev/null
+  fi
 fi
