@@ -5,8 +5,15 @@ from pathlib import Path
 
 import streamlit as st
 
+import models.limits  # noqa: F401  (reading the budgets reads the configuration)
 from models.loading.hub import stay_offline_unless_allowed
+from models.settings import ConfigError, check
 
+try:  # a wrong attention-explorer.toml or ATTENTION_EXPLORER_* value: one sentence, no app
+    check()
+except ConfigError as error:
+    st.error(f"The configuration is wrong: {error}")
+    st.stop()
 stay_offline_unless_allowed()  # HF_HUB_OFFLINE=1 unless ATTENTION_EXPLORER_HUB=on
 
 from ui.attention import read_setting  # noqa: E402
