@@ -198,8 +198,11 @@ def run_export(request: ExportRequest, out: Path, progress: Progress) -> int:
     if attention.dropped_tokens:
         progress(f"the text was cut to the model's {attention.num_tokens} tokens")
     data = export_bytes(request, attention, progress)
-    with io.open(out, "wb") as handle:
-        handle.write(data)
+    try:
+        with io.open(out, "wb") as handle:
+            handle.write(data)
+    except OSError as error:
+        raise ExportError(f"{out} cannot be written ({error.strerror or error}).") from None
     return len(data)
 
 
