@@ -230,6 +230,7 @@ def configured_budgets(namespace: dict) -> dict[str, int]:
     """The budgets in force for limits.py's `namespace` (its defaults). A wrong configuration
     leaves the defaults in force and is kept for `check()` to raise: importing never fails."""
     global _BUDGETS
+    _settings()  # the other settings too, into the environment before any code reads it
     defaults = budget_defaults(namespace)
     _BUDGETS = [Value(name, value, DEFAULT) for name, value in defaults.items()]
     _PROBLEMS.pop("budgets", None)
