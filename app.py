@@ -3,14 +3,21 @@
 import logging
 from pathlib import Path
 
+import models.limits  # noqa: F401  (reading the budgets reads the configuration, torch not yet)
 from models.threads import configure_server_threads
 
 configure_server_threads()  # before torch loads: one forward per core, waiting passively
 
-import streamlit as st
+import streamlit as st  # noqa: E402
 
 from models.loading.hub import stay_offline_unless_allowed
+from models.settings import ConfigError, check
 
+try:  # a wrong attention-explorer.toml or ATTENTION_EXPLORER_* value: one sentence, no app
+    check()
+except ConfigError as error:
+    st.error(f"The configuration is wrong: {error}")
+    st.stop()
 stay_offline_unless_allowed()  # HF_HUB_OFFLINE=1 unless ATTENTION_EXPLORER_HUB=on
 
 from ui.accessibility import accessible_page  # noqa: E402

@@ -21,7 +21,10 @@ folder), `JobSettings`, `CorpusResult` (reads such a folder).
 Interventions: `experiment`, `patching_grid`, `attribution_patching`, `logit_lens`,
 `logit_attribution`.
 Figures and files: `heatmap`, `pooled_heatmap`, `pool`, `all_heads_figure`, `record_npz`,
-`record_npz_bound`.
+`record_npz_bound`; a figure as a file: `figures_html` (one offline page, plotly.js inlined
+once), `figure_image` (SVG, PDF, PNG drawn by Kaleido with the system's Chromium),
+`bertviz_svg` (bertviz's view drawn in headless Chromium), `title_for`.
+Configuration: `settings` (`settings.effective()`: every value in force and its source).
 """
 
 from models.analysis.pooling import pool
@@ -43,13 +46,16 @@ from models.hooks.install import point_names
 from models.hooks.run import Run, run_model
 from models.hooks.text_run import TextRun, run_text
 from models.loading.source import LoadedSource, ModelSource, load
+from models import settings
 from viz.export import record_npz, record_npz_bound
+from viz.export_figures import bertviz_svg, figure_image, figures_html, title_for
 from viz.heatmap import matrix_heatmap as heatmap
 from viz.long_view import pooled_head_figure as pooled_heatmap
 from viz.overview import all_heads_figure
 
 __all__ = [
-    "Attention", "CorpusResult", "JobSettings", "LoadedSource", "ModelSource", "Run", "TextRun", "all_heads_figure",
+    "Attention", "CorpusResult", "bertviz_svg", "figure_image", "figures_html", "settings",
+    "title_for", "JobSettings", "LoadedSource", "ModelSource", "Run", "TextRun", "all_heads_figure",
     "attribution_patching", "block_edges", "compare", "experiment", "head_statistics",
     "heatmap", "load", "logit_attribution", "logit_lens", "merge_edits", "patching_grid",
     "point_names", "points", "pool", "pooled_heatmap", "read", "record_npz",

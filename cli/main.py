@@ -3,17 +3,23 @@
     attention-explorer patch --model decoder --clean TEXT --corrupted TEXT --answer TOKEN \
         --wrong TOKEN --site resid_pre --out FILE.csv
     attention-explorer corpus passages.txt --model encoder --out DIR [--engine ray]
+    attention-explorer export --model encoder --text TEXT --view heatmap --format svg --out F
+    attention-explorer serve [STREAMLIT OPTIONS]
+    attention-explorer config
 
 Each subcommand parses its arguments, calls the engine (models/) and writes the result: the
-same functions the pages call. A user's mistake ends with one sentence on stderr and exit
-status 1, never a stack trace.
+same functions the pages call. The configuration (models/settings.py) is checked first. A user's
+mistake ends with one sentence on stderr and exit status 1 (2 for a malformed command line, as
+argparse does), never a stack trace.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 from models.threads import configure_threads
@@ -23,6 +29,8 @@ configure_threads()  # before torch loads: OpenMP reads its wait policy once (mo
 from transformers.utils import logging as progress_bars
 
 from models.corpus.job import ENGINES, LOCAL, RAY, JobProgress, JobSettings, run_corpus
+from cli import export
+from models import settings
 from models.errors import ModelLoadError
 from models.limits import CORPUS_BATCH_SIZE
 from models.experiments import contrast, patching
@@ -76,6 +84,22 @@ def _parser() -> argparse.ArgumentParser:
                        help="the layer of the head_position site")
     patch.add_argument("--out", required=True, type=Path, help="the CSV file to write")
     _corpus_parser(commands)
+    export.add_parser(commands)
+    commands.add_parser(
+        "serve", help="start the app (streamlit run app.py); Streamlit's options pass through",
+        description=(
+            "Start the app with Streamlit: `streamlit run app.py` with the app's own Streamlit "
+            "settings (.streamlit/config.toml) and the upload and message limits of the "
+            "configuration in force. Every other argument is handed to Streamlit and wins, "
+            "e.g. `attention-explorer serve --server.port 8502 --server.headless true`."))
+    commands.add_parser(
+        "config", help="print the configuration in force and where each value came from",
+        description=(
+            f"Print every setting as `key = value  # source`: the default, the file "
+            f"({settings.CONFIG_FILE} in the working folder, or the path in "
+            f"{settings.CONFIG_ENV}) or the environment variable "
+            f"({settings.PREFIX}<KEY>), which wins over the file. The output is valid TOML: "
+            "copy lines into the file to change them."))
     return parser
 
 
@@ -169,16 +193,85 @@ def patch_command(arguments: argparse.Namespace) -> None:
           file=sys.stderr)
 
 
-COMMANDS = {"patch": patch_command, "corpus": corpus_command}
+def _say(message: str) -> None:
+    print(f"{PROGRAM}: {message}…", file=sys.stderr)
+
+
+def export_command(arguments: argparse.Namespace) -> None:
+    written = export.run_export(export.request_of(arguments), arguments.out, _say)
+    print(f"{PROGRAM}: wrote {arguments.out} ({written:,} bytes)", file=sys.stderr)
+
+
+APP = Path(__file__).resolve().parents[1] / "app.py"  # beside the packages, in a checkout or a wheel
+# The app's Streamlit settings: cli/streamlit.toml is a link to .streamlit/config.toml, so the
+# installed package carries them (Streamlit itself reads .streamlit/ only in the working folder).
+STREAMLIT_SETTINGS = Path(__file__).resolve().parent / "streamlit.toml"
+
+
+def _flags(table: dict, prefix: str = "") -> dict[str, str]:
+    found = {}
+    for key, value in table.items():
+        if isinstance(value, dict):
+            found.update(_flags(value, f"{prefix}{key}."))
+        else:
+            found[f"{prefix}{key}"] = str(value).lower() if isinstance(value, bool) else str(value)
+    return found
+
+
+def streamlit_command(passed: list[str]) -> list[str]:
+    """`streamlit run app.py` with the app's settings and limits, then `passed` (which wins)."""
+    from ui.server_limits import OPTIONS
+
+    with STREAMLIT_SETTINGS.open("rb") as handle:
+        options = _flags(tomllib.load(handle))
+    options.update({name: str(value) for name, value in OPTIONS.items()})
+    named = {argument.split("=")[0].removeprefix("--") for argument in passed
+             if argument.startswith("--")}
+    ours = [f"--{name}={value}" for name, value in options.items() if name not in named]
+    return [sys.executable, "-m", "streamlit", "run", str(APP), *ours, *passed]
+
+
+def serve_command(arguments: argparse.Namespace) -> None:
+    if not APP.is_file():
+        raise ValueError(f"The app's script {APP} is missing: reinstall attention-explorer.")
+    command = streamlit_command(arguments.streamlit_options)
+    _say(f"starting Streamlit: {' '.join(command[2:])}")
+    sys.stderr.flush()
+    os.execv(command[0], command)  # Streamlit takes this process over (same PID, signals)
+
+
+def _toml_value(value: object) -> str:
+    return str(value) if isinstance(value, int) else '"' + str(value).replace('"', '\\"') + '"'
+
+
+def config_command(arguments: argparse.Namespace) -> None:
+    values = settings.effective()
+    width = max(len(f"{value.name.lower()} = {_toml_value(value.value)}") for value in values)
+    for value in values:
+        line = f"{value.name.lower()} = {_toml_value(value.value)}"
+        print(f"{line:<{width}}  # {value.source}")
+
+
+COMMANDS = {"patch": patch_command, "corpus": corpus_command, "export": export_command,
+            "serve": serve_command, "config": config_command}
 
 
 def main(argv: list[str] | None = None) -> int:
-    arguments = _parser().parse_args(argv)
+    parser = _parser()
+    arguments, rest = parser.parse_known_args(argv)
+    if rest and arguments.command != "serve":
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    arguments.streamlit_options = rest
     progress_bars.disable_progress_bar()  # transformers' bar while weights load: noise here
     try:
+        settings.check()
         COMMANDS[arguments.command](arguments)
     except (ValueError, ModelLoadError, OSError) as error:
         print(f"{PROGRAM}: error: {error}", file=sys.stderr)
+        return 1
+    except Exception as error:  # the last guard: one line, never a trace
+        print(f"{PROGRAM}: error: {type(error).__name__}: {' '.join(str(error).split())}",
+              file=sys.stderr)
         return 1
     return 0
 

@@ -8,6 +8,8 @@ and what a figure draws (viz/ reads nothing from models/ but records).
 
 from __future__ import annotations
 
+from models.settings import configured_budgets
+
 KIB = 2**10
 MIB = 2**20
 GIB = 2**30
@@ -162,17 +164,15 @@ CORPUS_KEPT_ANALYSES = 4
 # What Streamlit itself holds of one uploaded file, in whole MiB: each uploader passes its own
 # limit rounded up (max_upload_size), and the server's (server.maxUploadSize) is the largest of
 # them; a larger file is refused while it streams in, before it is held.
-FINE_TUNING_UPLOAD_MIB = -(-UPLOAD_BYTES // MIB)
-CORPUS_UPLOAD_MIB = -(-CORPUS_UPLOAD_BYTES // MIB)
+# (FINE_TUNING_UPLOAD_MIB, CORPUS_UPLOAD_MIB, DECK_UPLOAD_MIB, STREAMLIT_UPLOAD_MIB: at the end,
+# from the budgets in force.)
 # A slide deck (models/teaching/decks.py): its file, its slides, and what each may hold.
 DECK_BYTES = 256 * KIB
-DECK_UPLOAD_MIB = -(-DECK_BYTES // MIB)
 DECK_SLIDES = 100
 DECK_TITLE_CHARS = 200
 DECK_NOTE_CHARS = 4_000
 DECK_VIEW_CHARS = 3 * MAX_TEXT_CHARS  # a view's page and query, the sidebar's texts included
 DECK_CODE_CHARS = 64 * KIB  # a deck shared as one link: its compressed code, and once unpacked
-STREAMLIT_UPLOAD_MIB = max(FINE_TUNING_UPLOAD_MIB, CORPUS_UPLOAD_MIB, DECK_UPLOAD_MIB)
 # The largest message between the server and one browser (server.maxMessageSize; Streamlit
 # counts it in units of 10**6 bytes). Outgoing, the largest the pages send are bertviz's views
 # (at most about 14 MB) and a long input's mosaic of every head; incoming, each connection may
@@ -196,3 +196,14 @@ MIN_MODEL_TOKENS = 2
 # folder (only when the Hub is turned on: ATTENTION_EXPLORER_HUB=on); the least recently used
 # are deleted to make room, and a model larger than this is not downloaded.
 HUB_CACHE_BYTES = 4 * GIB
+
+# --- Configuration (models/settings.py) -----------------------------------------------------------
+# Every budget above may be set in attention-explorer.toml or as ATTENTION_EXPLORER_<NAME>
+# (environment over file over the defaults above): the values in force replace them here.
+globals().update(configured_budgets(globals()))
+
+# Derived from the budgets in force (Streamlit's upload limits, in whole MiB).
+FINE_TUNING_UPLOAD_MIB = -(-UPLOAD_BYTES // MIB)
+CORPUS_UPLOAD_MIB = -(-CORPUS_UPLOAD_BYTES // MIB)
+DECK_UPLOAD_MIB = -(-DECK_BYTES // MIB)
+STREAMLIT_UPLOAD_MIB = max(FINE_TUNING_UPLOAD_MIB, CORPUS_UPLOAD_MIB, DECK_UPLOAD_MIB)

@@ -3,8 +3,11 @@ import streamlit as st
 from ui import attention as inputs
 from ui import views
 from ui.charts import show
+from ui.downloads import figure_downloads
 from ui.routing import through_app
 from ui.state import index_slider
+from viz.export import safe_stem
+from viz.export_figures import title_for
 from viz.overview import all_heads_figure, clicked_tile
 
 through_app()
@@ -60,5 +63,7 @@ if attention is not None:
     mosaic = views.kept_figure(attention, ("mosaic", layer, head, per_tile), build_mosaic)
     show(mosaic, key="all_mosaic", container=picture, selection_mode="points",
          on_select=lambda: open_clicked_tile(attention.num_layers, attention.num_heads))
+    figure_downloads(mosaic, title_for("All heads", attention.tokens, layer, head),
+                     f"{safe_stem(attention.label)}_all_heads", "all_figure")
     views.head_map(attention, layer, head, "all")
     views.head_exports(attention, layer, head, "all_export")

@@ -2,6 +2,7 @@ import streamlit as st
 
 from ui import attention as inputs
 from ui import views
+from ui.downloads import head_figure_downloads
 from ui.routing import through_app
 from ui.state import index_slider
 
@@ -41,4 +42,5 @@ if attention is not None:
     else:
         views.head_map(attention, layer, head, "maps", picture)
     views.head_exports(attention, layer, head, "maps_export")
+    head_figure_downloads(attention, layer, head, "maps_figure")
     views.layer_grid(attention, layer, "maps")

@@ -2,7 +2,10 @@ import streamlit as st
 
 from ui import attention as inputs
 from ui import cache, views
+from ui.downloads import bertviz_downloads
 from ui.routing import through_app
+from viz.export import safe_stem
+from viz.export_figures import title_for
 from viz.bertviz_views import (BERTVIZ_COLOURS, HEAD_VIEW, MAX_TOKENS, MODEL_VIEW, WINDOW_TOKENS,
                                WEIGHT_DECIMALS, ViewChoice, default_model_choice, fits, max_tokens)
 
@@ -115,5 +118,8 @@ if record is not None:
         else:
             st.caption(f"{record.num_tokens} tokens · {record.source} · weights rounded to "
                        f"{WEIGHT_DECIMALS} decimals")
-            st.iframe(cache.bertviz_html(record, choice), height="content",
+            page = cache.bertviz_html(record, choice)
+            st.iframe(page, height="content",
                       alt=f"bertviz {VIEW_LABELS[view].lower()} of the attention")
+            bertviz_downloads(page, title_for(f"bertviz {choice.kind} view", record.tokens),
+                              f"{safe_stem(record.source)}_bertviz_{choice.kind}", "bertviz_dl")

@@ -2,9 +2,12 @@ import streamlit as st
 
 from ui import attention as inputs
 from ui import charts, views
+from ui.downloads import figure_downloads
 from ui.routing import through_app
 from models.analysis.norm_shares import NORM_COLUMN_HELP, NORM_COLUMNS
 from models.analysis.statistics import COLUMN_HELP, LABEL_RULES, NUMERIC_COLUMNS
+from viz.export import safe_stem
+from viz.export_figures import title_for
 from viz.statistics import statistic_heatmap, statistics_csv
 
 through_app()
@@ -29,7 +32,10 @@ if attention is not None:
     column = intro.selectbox("Colour the layer × head map by", columns, key="stats_column",
                              help="Each cell is one head; hover for its value.")
     intro.caption(help_texts[column])
-    charts.show(statistic_heatmap(table, column), key="stats_grid", container=picture)
+    grid = statistic_heatmap(table, column)
+    charts.show(grid, key="stats_grid", container=picture)
+    figure_downloads(grid, title_for(f"Head statistics ({column})", attention.tokens),
+                     f"{safe_stem(attention.label)}_{column}", "stats_figure")
     st.caption(f"{attention.num_layers} layers × {attention.num_heads} heads · "
                f"{inputs.caption(attention)}. {LABEL_RULES}")
     event = st.dataframe(

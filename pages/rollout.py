@@ -2,8 +2,11 @@ import streamlit as st
 
 from ui import attention as inputs
 from ui import charts, views
+from ui.downloads import figure_downloads
 from ui.routing import through_app
 from ui.state import index_slider
+from viz.export import safe_stem
+from viz.export_figures import title_for
 from viz.rollout import FORMULA, FORMULA_TEXT
 
 through_app()
@@ -29,3 +32,5 @@ if attention is not None:
     left, right = (picture, picture) if charts.presentation().presenter else picture.columns(2)
     charts.show(raw, key="rollout_raw", container=left)
     charts.show(rolled, key="rollout_rolled", container=right)
+    figure_downloads([raw, rolled], title_for("Attention rollout", attention.tokens, layer),
+                     f"{safe_stem(attention.label)}_rollout_L{layer}", "rollout_figure")

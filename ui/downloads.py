@@ -12,21 +12,28 @@ from __future__ import annotations
 import hashlib
 import html
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import BinaryIO
 
 import numpy as np
+import plotly.graph_objects as go
+import plotly.io as pio
 import streamlit as st
 
 from models.hooks.record import AttentionRecord
-from models.limits import CHEAP_EXPORT_BYTES, MAX_EXPORT_BYTES
+from models.limits import CHEAP_EXPORT_BYTES, EXACT_MAP_TOKENS, MAX_EXPORT_BYTES
+from ui.charts import PNG_SCALE, presentation
 from ui.export_files import FINGERPRINTS, ExportFile, ExportTooLarge, store
 from viz.export import (JSON_DECIMALS, array_npz_bound, file_stem, head_csv_bound,
                         layer_json_bound, record_npz_bound, safe_stem, write_head_csv,
                         write_head_npz, write_layer_json, write_record_npz,
                         write_thumbnails_npz)
+from viz.export_figures import (HTML, IMAGE_FORMATS, PNG, bertviz_svg, figure_image,
+                                figures_html, title_for, titled_page)
+from viz.heatmap import matrix_heatmap
+from viz.style import themed
 
 
 @dataclass(frozen=True)
@@ -45,6 +52,7 @@ class Export:
     parts: tuple
     bound: int
     write: Callable[[BinaryIO], None]
+    on_request: bool = False  # written only when asked, whatever its size (drawn by a browser)
 
 
 def _record_content(record: AttentionRecord) -> Iterable:
@@ -97,7 +105,7 @@ def offer(export: Export, key: str, container=st) -> None:
     digest = FINGERPRINTS.known(export.subject)
     found = store().find(_store_key(digest, export)) if digest else None
     try:
-        if found is None and export.bound <= CHEAP_EXPORT_BYTES:
+        if found is None and export.bound <= CHEAP_EXPORT_BYTES and not export.on_request:
             found = _prepare(export)
         elif found is None and slot.button(f"Prepare {export.label}", key=key, help=export.help):
             most = _megabytes(min(export.bound, MAX_EXPORT_BYTES))
@@ -176,3 +184,95 @@ def long_export_buttons(weights: np.ndarray, pooled: np.ndarray, tokens: tuple[s
                  array_npz_bound(pooled, tokens, source),
                  lambda out: write_thumbnails_npz(out, pooled, tokens, source)),
           f"{prefix}_thumbs_npz", right)
+
+
+class _Drawn:
+    """What a figure's files are made from, as an object the fingerprints can follow."""
+
+    def __init__(self, drawn):
+        self.drawn = drawn
+
+
+# What a figure's file may take, for the store's reservation while it is written (the store
+# still stops any file at MAX_EXPORT_BYTES): an HTML page holds plotly.js (about 4.7 MB) and the
+# figure's JSON; an SVG or PDF a few times the figure's JSON; a PNG at most 4 bytes a pixel.
+PLOTLY_PAGE_BYTES = 5 * 10**6
+VECTOR_BYTES_PER_JSON_BYTE = 4
+PNG_PIXEL_BYTES = 4
+MEDIA_LABELS = {"html": "page (HTML, offline)", "svg": "SVG", "pdf": "PDF", "png": "PNG"}
+
+
+def _figure_bound(figure: go.Figure, figure_json: str, file_format: str, scale: float) -> int:
+    if file_format == PNG:
+        layout = figure.layout
+        pixels = ((layout.width or pio.defaults.default_width)
+                  * (layout.height or pio.defaults.default_height) * scale * scale)
+        return int(pixels * PNG_PIXEL_BYTES) + len(figure_json)
+    return VECTOR_BYTES_PER_JSON_BYTE * len(figure_json) + PLOTLY_PAGE_BYTES
+
+
+def figure_downloads(figures: go.Figure | Sequence[go.Figure], title: str, stem: str,
+                     prefix: str) -> None:
+    """The shown figure(s) as an offline HTML page (all of them, plotly.js once) and the last as
+    SVG, PDF and PNG (at the toolbar's scale), drawn on the server by viz.export_figures in the
+    sidebar's presenter style; each written when its "Prepare" button is pressed."""
+    if not _served():
+        return
+    figures = [figures] if isinstance(figures, go.Figure) else list(figures)
+    settings = presentation()
+    shown = [themed(figure, settings.presenter, settings.palette) for figure in figures]
+    last = shown[-1]
+    figure_json = last.to_json()
+
+    def content() -> Iterable:
+        yield title.encode("utf-8")
+        for figure in shown:
+            yield figure.to_json().encode("utf-8")
+
+    subject = _Drawn(shown)
+    FINGERPRINTS.of(subject, content)  # now, so that a file already written is found
+    columns = st.expander("Download this figure: HTML, SVG, PDF, PNG").columns(
+        1 + len(IMAGE_FORMATS))
+    offer(Export(MEDIA_LABELS[HTML], "One page that opens offline, with plotly.js inside.",
+                 f"{stem}.html", subject, content, ("figure", HTML),
+                 _figure_bound(last, figure_json, HTML, 1) * len(shown),
+                 lambda out: out.write(figures_html(shown, title).encode("utf-8")),
+                 on_request=True), f"{prefix}_{HTML}", columns[0])
+    for column, file_format in zip(columns[1:], IMAGE_FORMATS):
+        scale = PNG_SCALE if file_format == PNG else 1
+        offer(Export(MEDIA_LABELS[file_format], "Drawn on the server by Chromium (Kaleido).",
+                     f"{stem}.{file_format}", subject, content, ("figure", file_format, scale),
+                     _figure_bound(last, figure_json, file_format, scale),
+                     lambda out, chosen=file_format, times=scale: out.write(
+                         figure_image(last, chosen, times)),
+                     on_request=True), f"{prefix}_{file_format}", column)
+
+
+def bertviz_downloads(page: str, title: str, stem: str, prefix: str) -> None:
+    """bertviz's view as its offline page and as the SVG headless Chromium draws from it (on the
+    server, when "Prepare" is pressed; the same function as `attention-explorer export`)."""
+    if not _served():
+        return
+    titled = titled_page(page, title)
+    encoded = titled.encode("utf-8")
+    subject = _Drawn(encoded)
+    FINGERPRINTS.of(subject, lambda: [encoded])
+    left, right = st.expander("Download this view: HTML, SVG").columns(2)
+    offer(Export(MEDIA_LABELS[HTML], "bertviz's view with its scripts inside: opens offline.",
+                 f"{stem}.html", subject, lambda: [encoded], ("bertviz", HTML), len(encoded),
+                 lambda out: out.write(encoded), on_request=True), f"{prefix}_{HTML}", left)
+    offer(Export("SVG", "The drawing as bertviz shows it now (its first layer), from Chromium.",
+                 f"{stem}.svg", subject, lambda: [encoded], ("bertviz", "svg"),
+                 VECTOR_BYTES_PER_JSON_BYTE * len(encoded),
+                 lambda out: out.write(bertviz_svg(titled)), on_request=True),
+          f"{prefix}_svg", right)
+
+
+def head_figure_downloads(attention, layer: int, head: int, prefix: str) -> None:
+    """The head map the page shows, as files (an input short enough to be drawn exactly)."""
+    if attention.num_tokens > EXACT_MAP_TOKENS:
+        return
+    figure = matrix_heatmap(attention.head(layer, head), attention.tokens,
+                            f"Layer {layer} · Head {head}")
+    figure_downloads(figure, title_for("Attention map", attention.tokens, layer, head),
+                     f"{safe_stem(attention.label)}_L{layer}H{head}_map", prefix)

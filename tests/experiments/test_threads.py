@@ -107,7 +107,13 @@ def test_the_app_applies_the_plan_before_any_other_import():
             assert node.module in standard | {"models.threads"}, node.module
         else:
             assert isinstance(node, ast.Import), ast.unparse(node)
-            assert {alias.name for alias in node.names} <= standard
+            # the budgets and settings (the configuration file's `threads` reaches the
+            # environment before the plan reads it), which load no torch:
+            assert {alias.name for alias in node.names} <= standard | {"models.limits"}
     else:
         pytest.fail("app.py never calls configure_server_threads()")
+    loaded = subprocess.run([sys.executable, "-c", "import sys, models.limits; "
+                             "print('torch' in sys.modules)"], cwd=ROOT, capture_output=True,
+                            text=True, check=True)
+    assert loaded.stdout.strip() == "False"
     assert "OMP_WAIT_POLICY" in (ROOT / "start.sh").read_text()

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from models.experiments.finetune import FinetuneResult
 from models.loading.decoder import load_decoder
-from models.loading.embedded import DEFAULT_MODEL
+from models.settings import setting
 from models.loading.hf_seq2seq import load_seq2seq
 from models.loading.pretrained import LoadedModel, load_pretrained
 from models.loading.runner import LoadedSource, Source
@@ -69,7 +69,7 @@ class KindSpec:
     uses_seed: bool = False
     from_scratch: bool = False
     names: str = ENCODER_NAMES
-    default_name: str = DEFAULT_MODEL
+    default_name: str = setting("encoder")  # the configured default encoder
     reproduces: str | None = None
     classifies: bool = False
     traced: bool = True

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from models.hooks.install import install
-from models.loading.embedded import DEFAULT_DECODER
+from models.settings import setting
 from models.loading.kinds.base import DECODER_NAMES, KindSpec, Loaders, limit_reason
 from models.loading.runner import LoadedSource, Source
 
@@ -22,4 +22,4 @@ class DecoderKind(KindSpec):
 
 
 DECODER = DecoderKind("decoder", "Pretrained causal decoder", causal=True, names=DECODER_NAMES,
-                      default_name=DEFAULT_DECODER)
+                      default_name=setting("decoder"))  # the configured default decoder
