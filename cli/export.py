@@ -25,7 +25,7 @@ from models.hooks.record import AttentionRecord
 from models.loading.source import load
 from viz import bertviz_views
 from viz.export import head_csv, layer_json, record_npz
-from viz.export_figures import (BERTVIZ_FORMATS, FIGURE_FORMATS, HTML, SVG, ExportError,
+from viz.export_figures import (BERTVIZ_FORMATS, FIGURE_FORMATS, HTML, ExportError,
                                 bertviz_svg, figure_image, figures_html, title_for, titled_page)
 from viz.heatmap import attention_heatmap
 from viz.overview import all_heads_figure

@@ -11,7 +11,6 @@ import tomllib
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from cli import main as cli
 from models.hooks.access import read

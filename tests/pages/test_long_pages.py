@@ -5,7 +5,6 @@ links."""
 
 from __future__ import annotations
 
-import re
 
 import numpy as np
 import pytest
