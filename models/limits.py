@@ -87,9 +87,9 @@ WALK_BATCH = 32
 WALK_TOKENS = 128
 # ... and layers of its from-scratch encoder.
 WALK_SCRATCH_LAYERS = 6
-# The n² cost page measures one layer at these sequence lengths, no longer: at 1,024 tokens a
+# The n² cost page measures one layer at 64, 128, ... tokens (doubling), no longer than this: at 1,024 tokens a
 # BERT-base layer's scores and weights take 2 x 12 x 1024² x 4 bytes = 96 MiB ...
-COST_LENGTHS = (64, 128, 256, 512, 1024)
+COST_LONGEST_TOKENS = 1024
 # ... each part timed this many times (the fastest run is kept: on a busy machine the others wait).
 COST_REPEATS = 3
 
@@ -157,6 +157,9 @@ CORPUS_RAY_CHUNK_PASSAGES = 20_000
 # Corpus analyses the app keeps in its cache folder (the default one, uploads); the oldest beyond
 # this are deleted.
 CORPUS_KEPT_ANALYSES = 4
+# A corpus job has glibc map every block this large or larger on its own (models.store.byte_cache
+# map_large_blocks), so freed batches give their memory back instead of fragmenting the heap.
+HEAP_MMAP_THRESHOLD_BYTES = 256 * KIB
 
 # --- Reliability: what the server takes from a browser, a link, a model folder or the Hub ---------
 # (issue 22). .streamlit/config.toml states the first three in Streamlit's units; a test checks
@@ -166,13 +169,18 @@ CORPUS_KEPT_ANALYSES = 4
 # them; a larger file is refused while it streams in, before it is held.
 # (FINE_TUNING_UPLOAD_MIB, CORPUS_UPLOAD_MIB, DECK_UPLOAD_MIB, STREAMLIT_UPLOAD_MIB: at the end,
 # from the budgets in force.)
-# A slide deck (models/teaching/decks.py): its file, its slides, and what each may hold.
+# A slide deck (models/teaching/decks.py): its file at most ...
 DECK_BYTES = 256 * KIB
+# ... its slides at most ...
 DECK_SLIDES = 100
+# ... a slide's title and the deck's ...
 DECK_TITLE_CHARS = 200
+# ... and a slide's note for the speaker.
 DECK_NOTE_CHARS = 4_000
-DECK_VIEW_CHARS = 3 * MAX_TEXT_CHARS  # a view's page and query, the sidebar's texts included
-DECK_CODE_CHARS = 64 * KIB  # a deck shared as one link: its compressed code, and once unpacked
+# A slide's view: its page and link query, the sidebar's texts included.
+DECK_VIEW_CHARS = 3 * MAX_TEXT_CHARS
+# A deck shared as one link: its compressed code, and once unpacked.
+DECK_CODE_CHARS = 64 * KIB
 # The largest message between the server and one browser (server.maxMessageSize; Streamlit
 # counts it in units of 10**6 bytes). Outgoing, the largest the pages send are bertviz's views
 # (at most about 14 MB) and a long input's mosaic of every head; incoming, each connection may
@@ -203,7 +211,11 @@ HUB_CACHE_BYTES = 4 * GIB
 globals().update(configured_budgets(globals()))
 
 # Derived from the budgets in force (Streamlit's upload limits, in whole MiB).
+# The fine-tuning CSV's uploader ...
 FINE_TUNING_UPLOAD_MIB = -(-UPLOAD_BYTES // MIB)
+# ... the corpus uploader ...
 CORPUS_UPLOAD_MIB = -(-CORPUS_UPLOAD_BYTES // MIB)
+# ... the deck uploader ...
 DECK_UPLOAD_MIB = -(-DECK_BYTES // MIB)
+# ... and the server's (server.maxUploadSize): the largest of them.
 STREAMLIT_UPLOAD_MIB = max(FINE_TUNING_UPLOAD_MIB, CORPUS_UPLOAD_MIB, DECK_UPLOAD_MIB)

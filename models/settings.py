@@ -38,7 +38,7 @@ UNITS = {"": 1, "b": 1, "k": 2**10, "kb": 10**3, "kib": 2**10, "m": 2**20, "mb":
 SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$", re.I)
 # limits.py's names that are not budgets: units, and values computed from other budgets.
 NOT_BUDGETS = ("KIB", "MIB", "GIB", "FINE_TUNING_UPLOAD_MIB", "CORPUS_UPLOAD_MIB",
-               "STREAMLIT_UPLOAD_MIB")
+               "DECK_UPLOAD_MIB", "STREAMLIT_UPLOAD_MIB")
 
 
 class ConfigError(ValueError):

@@ -1,7 +1,7 @@
 import streamlit as st
 
-from models.limits import COST_LENGTHS, COST_REPEATS
-from models.teaching.attention_cost import SHAPES, crossover_tokens, flop_count
+from models.limits import COST_REPEATS
+from models.teaching.attention_cost import COST_LENGTHS, SHAPES, crossover_tokens, flop_count
 from ui import charts
 from ui import cost_cache
 from ui.routing import through_app

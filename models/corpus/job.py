@@ -31,7 +31,7 @@ from models.corpus.plan import TEXTS_FILE, Plan, make_plan, planned_batches
 from models.corpus.reading import CorpusFile, describe
 from models.corpus.sampling import sampling_for
 from models.limits import CORPUS_BATCH_SIZE
-from models.store.byte_cache import release_freed_memory
+from models.store.byte_cache import map_large_blocks, release_freed_memory
 
 WORK = ".work"
 JOB_FILE = "job.json"
@@ -145,6 +145,7 @@ def run_corpus(corpus_path: Path | str, out: Path | str, model: str = "encoder",
 
         check_ray(ray_address)
     corpus = describe(corpus_path)
+    map_large_blocks()
     if loaded is None:
         from models.loading.source import load
 

@@ -28,7 +28,12 @@ from dataclasses import dataclass
 
 import torch
 
-from models.limits import COST_LENGTHS, COST_REPEATS, MIB
+from models.limits import COST_LONGEST_TOKENS, COST_REPEATS, MIB
+
+SHORTEST_TOKENS = 64  # the first length measured; each next one doubles it
+# (T,) the lengths measured: doubling from SHORTEST_TOKENS up to the limit.
+COST_LENGTHS = tuple(2 ** power for power in range(SHORTEST_TOKENS.bit_length() - 1,
+                                                   COST_LONGEST_TOKENS.bit_length()))
 
 FLOAT_BYTES = 4  # float32
 
@@ -188,8 +193,8 @@ def measure_length(tokens: int, shape: LayerShape, repeats: int = COST_REPEATS,
 def measure(shape: LayerShape, lengths: tuple[int, ...] = COST_LENGTHS,
             repeats: int = COST_REPEATS, progress: Progress | None = None) -> CostMeasurement:
     """Every length in turn (at most the budget's), reporting progress after each."""
-    if not lengths or max(lengths) > max(COST_LENGTHS) or min(lengths) < 1:
-        raise ValueError(f"Measure between 1 and {max(COST_LENGTHS)} tokens.")
+    if not lengths or max(lengths) > COST_LONGEST_TOKENS or min(lengths) < 1:
+        raise ValueError(f"Measure between 1 and {COST_LONGEST_TOKENS} tokens.")
     timings = []
     for done, tokens in enumerate(lengths, start=1):
         timings.append(measure_length(tokens, shape, repeats))

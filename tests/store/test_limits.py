@@ -17,8 +17,12 @@ NOT_LIMITS = {
     "HASH_CHUNK_BYTES",  # models/loading/conversion_cache.py: a file is hashed this much at a time
     "WRITE_BUFFER_BYTES",  # ui/export_files.py: an export is written this much at a time
     "NPZ_HEADER_BYTES",  # viz/export.py: what an NPZ's headers add to its size, estimated
+    "COPY_BYTES",  # models/corpus/blocks.py: a joined array is copied this much at a time
+    "UNITS",  # models/settings.py: what "MiB" and the other units in a setting's value mean
+    "AT_LEAST",  # models/settings.py: the least each budget must be, to refuse a wrong value
 }
-TEXT_LIMITS = {"MAX_TEXT_CHARS", "MODEL_NAME_CHARS"}
+# A deck's slide titles and speaker notes have their own, smaller limits (models/limits.py).
+TEXT_LIMITS = {"MAX_TEXT_CHARS", "MODEL_NAME_CHARS", "DECK_TITLE_CHARS", "DECK_NOTE_CHARS"}
 
 
 def sources() -> list[Path]:

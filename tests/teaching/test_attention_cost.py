@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from models.limits import COST_LENGTHS
+from models.teaching.attention_cost import COST_LENGTHS
 from models.teaching.attention_cost import (BERT_BASE, MINILM, LayerShape, attention_bytes,
                                             crossover_tokens, flop_count, linear_bytes, measure,
                                             measure_length)
