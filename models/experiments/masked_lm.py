@@ -17,15 +17,13 @@ Dimensions: B batch, T tokens, N chosen positions, V vocabulary.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -36,6 +34,7 @@ from safetensors.torch import load_file, save_file
 from models.loading.conversion_cache import cache_root
 from models.scratch.config import EncoderConfig
 from models.scratch.masked_lm import MaskedLanguageModel
+from models.store.folder_lock import folder_lock
 
 CORPUS_FILE = Path(__file__).resolve().parents[2] / "data" / "corpus.txt"
 IGNORED = -100  # the label of a position the loss does not count (PyTorch's ignore_index)
@@ -260,16 +259,8 @@ def is_kept(key: str, cache_dir: Path | None = None) -> bool:
     return (cache_folder(key, cache_dir) / SUMMARY_FILE).is_file()
 
 
-@contextmanager
-def _training_lock(folder: Path) -> Iterator[None]:
-    with _THREAD_LOCK:
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        with open(folder.parent / f".{folder.name}.lock", "w") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+def _training_lock(folder: Path):
+    return folder_lock(folder, _THREAD_LOCK)
 
 
 def save(pretrained: Pretrained, folder: Path) -> None:

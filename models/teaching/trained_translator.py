@@ -11,15 +11,13 @@ Dimensions: S source tokens, T target tokens, L layers, H heads.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -30,6 +28,7 @@ from safetensors.torch import load_file, save_file
 from models.loading.conversion_cache import cache_root
 from models.hooks.record import AttentionRecord
 from models.scratch.seq2seq import Seq2SeqConfig, Seq2SeqModel
+from models.store.folder_lock import folder_lock
 from models.teaching.translation_task import (BOS, EOS, MAX_SOURCE_WORDS, MAX_TARGET_WORDS,
                                      SNAPSHOT_SENTENCE, Pair, TaskSettings, TranslationTask,
                                      Vocabulary, make_task, reference_translations)
@@ -180,18 +179,9 @@ def is_cached(settings: TrainingSettings, cache_dir: Path | None = None) -> bool
     return (cache_folder(settings, cache_dir) / SUMMARY_FILE).is_file()
 
 
-@contextmanager
-def training_lock(settings: TrainingSettings, cache_dir: Path | None = None) -> Iterator[None]:
+def training_lock(settings: TrainingSettings, cache_dir: Path | None = None):
     """Held while one thread of one process trains or reads these settings' cache."""
-    folder = cache_folder(settings, cache_dir)
-    with _THREAD_LOCK:
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        with open(folder.parent / f".{folder.name}.lock", "w") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+    return folder_lock(cache_folder(settings, cache_dir), _THREAD_LOCK)
 
 
 def save(trained: TrainedTranslator, folder: Path) -> None:
