@@ -28,9 +28,14 @@ if attention is not None:
     intro.caption(f"{inputs.caption(attention)}. Left: what layer {layer} attends to directly "
                   "(the mean of its heads). Right: how its output traces back to the input.")
     raw, rolled = views.rollout_figures(attention, layer)
-    # side by side, except in presenter mode: its large labels need the column's whole width
-    left, right = (picture, picture) if charts.presentation().presenter else picture.columns(2)
-    charts.show(raw, key="rollout_raw", container=left)
-    charts.show(rolled, key="rollout_rolled", container=right)
+    # side by side, except in presenter mode: its large labels need the column's whole width,
+    # and the rolled-out map (the page's point) comes first, on the first screen
+    if charts.presentation().presenter:
+        charts.show(rolled, key="rollout_rolled", container=picture)
+        charts.show(raw, key="rollout_raw", container=picture)
+    else:
+        left, right = picture.columns(2)
+        charts.show(raw, key="rollout_raw", container=left)
+        charts.show(rolled, key="rollout_rolled", container=right)
     figure_downloads([raw, rolled], title_for("Attention rollout", attention.tokens, layer),
                      f"{safe_stem(attention.label)}_rollout_L{layer}", "rollout_figure")

@@ -6,8 +6,8 @@ from models.teaching.scaling import DIMENSION_CHOICES
 from ui import teaching_cache as teach
 from ui.charts import presentation, show
 from ui.routing import through_app
-from viz.scaling import (LINEAR_SCALE, LOG_LOG_SCALE, SQRT_SCALE, X_SCALES, dot_product_figure,
-                         entropy_curve_figure, softmax_bars_figure)
+from viz.scaling import (APPROXIMATION_NOTE, LINEAR_SCALE, LOG_LOG_SCALE, SQRT_SCALE, X_SCALES,
+                         dot_product_figure, entropy_curve_figure, softmax_bars_figure)
 
 through_app()
 
@@ -69,6 +69,7 @@ show(for_a_column(dot_product_figure(
     samples=experiment.samples, highlight=(dimension, float(yours.mean_abs[0])), x_scale=x_scale)),
      key="scaling_dots", container=picture)
 picture.caption(
+    APPROXIMATION_NOTE + " "
     f"For each d from 1 to {int(experiment.dimensions[-1]):,}, {experiment.samples:,} pairs of "
     f"vectors were drawn from a standard normal distribution (seed {EXPERIMENT_SEED}). At your "
     f"d_k = {dimension:,} the mean |q·k| is {yours.mean_abs[0]:.2f}; √(2d/π) predicts "

@@ -27,6 +27,9 @@ SQRT_TICK_CANDIDATES = (0, 1, 10, 100, 500, 1000, 2500, 5000, 10_000, 25_000, 50
 MIN_TICK_GAP = 0.06  # of the axis: closer √d ticks would print on top of each other
 AXIS_PADDING = 1.03  # the √d axis ends a little after the largest d
 
+# In the figure, short (it keeps its height for its two rows) ...
+APPROXIMATION_SHORT = "Dashed: √(2d/π), an approximation that holds for large d."
+# ... and in full under it (the page's caption).
 APPROXIMATION_NOTE = (
     "Dashed: √(2d/π), the mean |x| of a normal with variance d. It is an approximation: "
     "q·k is only close to normal for large d (at d = 1 the exact mean is 2/π ≈ 0.64)."
@@ -123,7 +126,7 @@ def dot_product_figure(dimensions: np.ndarray, measured: np.ndarray, approximati
     if x_scale == LOG_LOG_SCALE:
         figure.update_yaxes(type="log", rangemode="normal", row=1, col=1)
     figure.update_yaxes(title="ratio", rangemode="normal", gridcolor="#eeeeee", row=2, col=1)
-    figure.add_annotation(text=SCALE_NOTES[x_scale] + "<br>" + APPROXIMATION_NOTE,
+    figure.add_annotation(text=SCALE_NOTES[x_scale] + "<br>" + APPROXIMATION_SHORT,
                           xref="paper", yref="paper", x=0, y=0,
                           yshift=-style.NOTE_MARGIN_PX + 10, yanchor="bottom",
                           showarrow=False, xanchor="left", align="left",

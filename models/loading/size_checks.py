@@ -12,6 +12,7 @@ allocation.
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 from dataclasses import dataclass
@@ -61,7 +62,9 @@ def skeleton(name: str, config: PretrainedConfig, model_class) -> nn.Module:
     counter = _TensorCounter(SKELETON_TENSORS)
     try:
         with torch.device("meta"), counter:
-            return model_class.from_config(config, attn_implementation="eager",
+            # a copy: from_config sets the attention implementation on the config it is given,
+            # and a loaded model's own config would then stop running the hooked attention
+            return model_class.from_config(copy.deepcopy(config), attn_implementation="eager",
                                            trust_remote_code=False)
     except _TooManyTensors:
         raise ModelLoadError(

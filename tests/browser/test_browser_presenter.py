@@ -57,7 +57,9 @@ def test_main_figure_fits_a_1280x720_screen_in_presenter_mode(app_url, browser, 
         chart.wait_for(timeout=SLOW_MS)
         chart.locator(".main-svg").first.wait_for(timeout=SLOW_MS)
         wait_idle(page, SLOW_MS)
-        page.evaluate("() => window.scrollTo(0, 0)")
+        # the figure brought on screen, as a deck's slide does (a page may start with its text)
+        chart.evaluate("chart => chart.scrollIntoView({block: 'center'})")
+        page.wait_for_timeout(300)
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         name = path.split("?")[0] or "attention_maps"
         page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))

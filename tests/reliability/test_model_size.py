@@ -122,8 +122,11 @@ def test_models_within_the_budget_still_load_and_count_exactly(tmp_path, default
     loaded = load_pretrained(str(folder))
     counted = model_size(skeleton("tiny", loaded.model.config, AutoModel)).parameters
     assert counted == sum(p.numel() for p in loaded.model.parameters())
+    implementation = default_model.model.config._attn_implementation
     counted = model_size(skeleton("minilm", default_model.model.config, AutoModel)).parameters
     assert counted == sum(p.numel() for p in default_model.model.parameters())
+    # counting a loaded model's config leaves that model running the hooked attention
+    assert default_model.model.config._attn_implementation == implementation
 
 
 def _app(page: str | None = None, state: dict | None = None) -> AppTest:
