@@ -29,15 +29,10 @@ import streamlit as st
 from streamlit.runtime.scriptrunner_utils.exceptions import RerunException, StopException
 
 from models.errors import ModelLoadError, first_sentence
-from models.experiments.finetune import DEFAULT_EPOCHS, default_settings
-from models.experiments.finetune import PRETRAINED as PRETRAINED_ENCODER
-from models.experiments.finetune import SCRATCH as SCRATCH_ENCODER
-from models.experiments.labelled_data import load_shipped
 from models.limits import DECK_NOTE_CHARS, DECK_TITLE_CHARS
 from models.loading.pretrained import DEFAULT_MODEL
 from models.teaching.decks import (Deck, DeckError, Slide, added, deck_from_code, deck_to_code,
                                    edited, moved, read_deck, removed)
-from ui import finetune_cache
 from ui.charts import PRESENTER
 from ui.state import MODEL_NAME
 from ui.text import plain
@@ -433,6 +428,14 @@ def warm_up_if_asked() -> None:
 def train_lesson_classifiers(progress) -> None:
     """The two classifiers the fine-tuning page and its lesson show by default (the sidebar's
     encoder, the shipped sentences, the default epochs): trained once per server."""
+    # imported here: app.py imports this module on every page, and training code is only
+    # needed when a deck is warmed up
+    from models.experiments.finetune import DEFAULT_EPOCHS, default_settings
+    from models.experiments.finetune import PRETRAINED as PRETRAINED_ENCODER
+    from models.experiments.finetune import SCRATCH as SCRATCH_ENCODER
+    from models.experiments.labelled_data import load_shipped
+    from ui import finetune_cache
+
     encoder = st.session_state.get(MODEL_NAME) or DEFAULT_MODEL
     data = load_shipped()
     for number, encoder_kind in enumerate((PRETRAINED_ENCODER, SCRATCH_ENCODER)):

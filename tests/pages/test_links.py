@@ -197,6 +197,8 @@ PAGES = [
      {"New tokens": 3, "Step": 2}, ("Step", 1), {"step": "1", "new_tokens": "3"}),
     ("lessons", {"lesson": "masks", "step": "2"}, {"Step": 2}, ("Step", 1),
      {"lesson": "masks", "step": "1"}),
+    ("deck", {"choice": "chapter-3"}, {"Deck": "chapter-3"}, ("Deck", "chapter-1"),
+     {"choice": "chapter-1"}),
     ("activation_patching", {"model": "decoder", "clean": "The capital of France is",
                              "corrupted": "The capital of Italy is", "answer": "Paris",
                              "wrong": "Rome", "site": "head_position", "layer": "20"},
