@@ -15,14 +15,11 @@ its figures' JSON (goal at most 2).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 from urllib.parse import quote
 
@@ -30,11 +27,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.browser_support import _free_port, launch_chromium, wait_idle  # noqa: E402
+from tests.browser_support import launch_chromium, served_app, wait_idle  # noqa: E402
 
 TIME_GOAL = 1.15
 BYTES_GOAL = 2.0
-START_TIMEOUT_S = 120
 WAIT_MS = 300_000
 SENTENCE = "The cat sat on the mat because it was warm."
 # what each view waits for: a heatmap whose title names it
@@ -47,36 +43,6 @@ VIEWS = {  # name: (server, link, title to wait for)
     "Attention maps": ("app", f"/?text={quote(SENTENCE)}&layer=3&head=7", "Head 7"),
     "All heads": ("app", f"/all_heads?text={quote(SENTENCE)}&layer=3&head=7", "Head 7"),
 }
-
-
-@contextlib.contextmanager
-def served(script: Path):
-    port = _free_port()
-    command = [sys.executable, "-m", "streamlit", "run", str(script),
-               "--server.headless", "true", "--server.address", "127.0.0.1",
-               "--server.port", str(port), "--browser.gatherUsageStats", "false"]
-    process = subprocess.Popen(command, cwd=ROOT, env=dict(os.environ, PYTHONUNBUFFERED="1"),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        started = time.monotonic()
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=1) as answer:
-                    if answer.status == 200:
-                        break
-            except OSError:
-                pass
-            if process.poll() is not None or time.monotonic() - started > START_TIMEOUT_S:
-                raise RuntimeError(f"streamlit did not start for {script}")
-            time.sleep(0.2)
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
 
 
 def figure_json_bytes(payload: bytes) -> int:
@@ -125,7 +91,7 @@ def main() -> int:
     args = parser.parse_args()
     times: dict[str, list[float]] = {name: [] for name in VIEWS}
     sizes: dict[str, tuple[int, int]] = {}
-    with served(ROOT / "app.py") as app, served(ROOT / "bench" / "floor_app.py") as floor, \
+    with served_app() as app, served_app(ROOT / "bench" / "floor_app.py") as floor, \
             launch_chromium() as browser:
         urls = {"app": app, "floor": floor}
         for server, link, title in VIEWS.values():  # computed once: the views are cached

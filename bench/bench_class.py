@@ -19,15 +19,12 @@ time against the cached view's alone shows whether B's computation blocks it.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections import defaultdict
 from pathlib import Path
 from urllib.parse import quote
@@ -36,10 +33,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.browser_support import _free_port, launch_chromium, wait_idle  # noqa: E402
+from tests.browser_support import launch_chromium, served_app, wait_idle  # noqa: E402
 
 GOAL = 2.0
-START_TIMEOUT_S = 120
 WAIT_MS = 600_000
 SENTENCE = "The students open the same link at the start of the lecture."
 LINK = f"/?text={quote(SENTENCE)}&layer=2&head=5"
@@ -49,37 +45,6 @@ LONG_LINK = f"/all_heads?text={quote(LONG_TEXT)}&model=decoder"
 PAINTED = """() => [...document.querySelectorAll('.js-plotly-plot')].some(plot =>
     plot.data && plot.data[0] && plot.data[0].type === 'heatmap'
     && plot.layout && plot.layout.title && String(plot.layout.title.text).includes('Head 5'))"""
-
-
-@contextlib.contextmanager
-def served(log: Path):
-    port = _free_port()
-    command = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"),
-               "--server.headless", "true", "--server.address", "127.0.0.1",
-               "--server.port", str(port), "--browser.gatherUsageStats", "false"]
-    env = dict(os.environ, PYTHONUNBUFFERED="1", ATTENTION_EXPLORER_TIMING_LOG=str(log))
-    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        started = time.monotonic()
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=1) as answer:
-                    if answer.status == 200:
-                        break
-            except OSError:
-                pass
-            if process.poll() is not None or time.monotonic() - started > START_TIMEOUT_S:
-                raise RuntimeError("streamlit did not start")
-            time.sleep(0.2)
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
 
 
 def logged(log: Path, since: int) -> tuple[dict[str, dict[str, float]], int]:
@@ -126,7 +91,7 @@ def main() -> int:
     together: list[dict] = []
     with tempfile.TemporaryDirectory() as folder, launch_chromium() as browser:
         log = Path(folder) / "timing.jsonl"
-        with served(log) as url:
+        with served_app(ATTENTION_EXPLORER_TIMING_LOG=str(log)) as url:
             _, since = phase(browser, url, log, 0, 1)  # computes the trace and the figures
             for repeat in range(args.repeats):
                 one, since = phase(browser, url, log, since, 1)

@@ -66,13 +66,14 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def served_app():
-    """`streamlit run app.py` on loopback; yields its URL and stops it afterwards."""
+def served_app(script: Path | None = None, **environment: str):
+    """`streamlit run app.py` (or `script`) on loopback, with `environment` added to this
+    process's; yields its URL and stops it afterwards."""
     port = _free_port()
-    command = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"),
+    command = [sys.executable, "-m", "streamlit", "run", str(script or ROOT / "app.py"),
                "--server.headless", "true", "--server.address", "127.0.0.1",
                "--server.port", str(port), "--browser.gatherUsageStats", "false"]
-    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1", **environment)
     log = open(ROOT / "artifacts" / f"streamlit-{port}.log", "w") if (ROOT / "artifacts").is_dir() \
         else subprocess.DEVNULL
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
