@@ -50,6 +50,10 @@ PAGES = [
     ("attention_cost", "The n² cost of attention"),
     ("lessons", "Lessons"),
 ]
+# Pages that open without a Plotly figure: bertviz's drawings in a frame, or a figure that waits
+# for the user (a head to choose, a button to press); every other page draws one when opened.
+NO_PLOTLY_ON_OPEN = {"bertviz_views", "neuron_view", "predictions", "head_finder", "ablation",
+                     "activation_patching", "logit_lens", "logit_attribution", "masked_lm"}
 
 
 def missing_chromium_message() -> str | None:

@@ -38,18 +38,20 @@ def smollm2_model() -> LoadedModel:
     return load_decoder()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def app_url():
-    """`streamlit run app.py` on loopback, one server per test module (tests/browser_support.py)."""
+    """`streamlit run app.py` on loopback, one server for the session (each pytest-xdist worker
+    has its own), shared by the browser test modules (tests/browser_support.py)."""
     from tests.browser_support import served_app
 
     with served_app() as url:
         yield url
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser():
-    """Headless Chromium, offline (tests/browser_support.py), one per test module."""
+    """Headless Chromium, offline (tests/browser_support.py), one per session (per worker); each
+    test opens its own context."""
     from tests.browser_support import launch_chromium
 
     with launch_chromium() as chromium:
@@ -73,3 +75,26 @@ def encoder_runner(default_model):
     from models.loading.source import ModelSource
 
     return ModelSource(PRETRAINED, DEFAULT_MODEL).load(pretrained=lambda name: default_model)
+
+
+# pytest -n (pytest.ini): tests are sent to the workers file by file (a module's fixtures are built
+# once), except the browser tests, which share the session's served app and Chromium and go one
+# by one, so the per-page checks spread over the workers. Those go first: they are the longest.
+FIRST = ("tests/browser/", "tests/deploy/")
+
+
+def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: not item.nodeid.startswith(FIRST))  # stable: file order kept
+
+
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist") != "loadfile":
+        return None  # another --dist chosen on the command line: xdist's own
+    from xdist.scheduler import LoadScopeScheduling
+
+    class BrowserTestsApart(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return nodeid if nodeid.startswith("tests/browser/") else nodeid.split("::", 1)[0]
+
+    config.option.loadscopereorder = False  # in collection order: the longest first
+    return BrowserTestsApart(config, log)

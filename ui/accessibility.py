@@ -10,7 +10,8 @@ SCRIPT_KEY = "a11y_script"  # the container of the script below, hidden (it draw
 
 # A KaTeX display formula wider than its column scrolls sideways, and a region that scrolls must
 # be reachable by keyboard (WCAG 2.1.1; axe's scrollable-region-focusable). The script gives each
-# formula that scrolls a tab stop and a name (its TeX source), and takes them back when it fits.
+# formula that scrolls a tab stop and a name (its TeX source), and takes them back when it fits;
+# it looks again whenever a formula or the page changes size.
 FORMULA_SCRIPT = """<script>
 (() => {
   if (window.__explorerFormulas) return;
@@ -33,10 +34,23 @@ FORMULA_SCRIPT = """<script>
       }
     }
   };
-  const later = () => { if (!pending) { pending = true; requestAnimationFrame(mark); } };
-  new MutationObserver(later).observe(document.body, {childList: true, subtree: true});
+  // at once after the change (a microtask), not at the next frame: a check may come first
+  const later = () => { if (!pending) { pending = true; queueMicrotask(mark); } };
+  // a formula's width changes without any node added: its fonts arrive, presenter mode's
+  // larger type applies; so sizes are watched too, each formula's content once
+  const sizes = new ResizeObserver(later);
+  const watch = () => {
+    // the formula's box (its column narrows as the sidebar slides) and its content (fonts)
+    for (const box of document.querySelectorAll('.katex-display, .katex-display > .katex')) {
+      if (!box.__explorerWatched) { box.__explorerWatched = true; sizes.observe(box); }
+    }
+    later();
+  };
+  new MutationObserver(watch).observe(document.body, {childList: true, subtree: true});
+  sizes.observe(document.body);
   window.addEventListener('resize', later);
-  later();
+  document.fonts?.addEventListener('loadingdone', later);
+  watch();
 })();
 </script>"""
 

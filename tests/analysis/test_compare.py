@@ -26,7 +26,7 @@ def test_role_tables_rank_like_compare_heads(encoder_runner):
     expected = compare_heads(first, other)
     assert list(table.columns) == ["rank", "layer", "head", "difference", "role_jsd",
                                    "label_first", "label_second"]
-    pd.testing.assert_frame_equal(table, expected, check_exact=False, rtol=0, atol=1e-6)
+    pd.testing.assert_frame_equal(table, expected, check_exact=False, rtol=0, atol=1e-5)
     assert table["difference"].is_monotonic_decreasing and table["difference"].iloc[0] > 0.01
     # the lengths match: compare_heads still ranks by the position-aligned difference
     same = compare_heads(first, first)

@@ -23,7 +23,6 @@ import numpy as np
 import pytest
 
 from models.hooks.record import AttentionRecord
-from tests.browser_support import launch_chromium
 from viz.bertviz_views import head_view_html
 from viz.export_figures import (ExportError, bertviz_svg, figure_image, figures_html,
                                 title_for, titled_page)
@@ -47,11 +46,6 @@ def made_up_record(tokens=TOKENS, layers: int = 2, heads: int = 3, seed: int = 0
 def record():
     return made_up_record()
 
-
-@pytest.fixture(scope="module")
-def browser():
-    with launch_chromium() as launched:
-        yield launched
 
 
 def open_offline(browser, page_html: str):

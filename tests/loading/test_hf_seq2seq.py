@@ -102,9 +102,9 @@ def test_given_target_records_equal_transformers_attentions(tiny):
     assert run.source_tokens == tuple(SOURCE.split()) + ("</s>",)
     assert run.output_tokens == tuple(TARGET.split()) + ("</s>",)
     assert run.decoder_tokens[1:] == tuple(TARGET.split())
-    np.testing.assert_allclose(run.encoder.weights, stacked(expected.encoder_attentions), atol=1e-6)
-    np.testing.assert_allclose(run.decoder.weights, stacked(expected.decoder_attentions), atol=1e-6)
-    np.testing.assert_allclose(run.cross.weights, stacked(expected.cross_attentions), atol=1e-6)
+    np.testing.assert_allclose(run.encoder.weights, stacked(expected.encoder_attentions), atol=1e-5)
+    np.testing.assert_allclose(run.decoder.weights, stacked(expected.decoder_attentions), atol=1e-5)
+    np.testing.assert_allclose(run.cross.weights, stacked(expected.cross_attentions), atol=1e-5)
     assert run.cross.weights.shape == (3, 4, len(TARGET.split()) + 1, inputs["input_ids"].size(1))
     assert run.encoder.weights.shape[:2] == (2, 4)
     assert run.cross.key_tokens == run.source_tokens and run.cross.tokens == run.decoder_tokens
@@ -126,7 +126,7 @@ def test_greedy_output_is_transformers_greedy_generation(tiny):
     start = loaded.model.config.decoder_start_token_id
     _, reference_output = reference(loaded, twin, [start] + produced[:-1])
     np.testing.assert_allclose(run.cross.weights, stacked(reference_output.cross_attentions),
-                               atol=1e-6)
+                               atol=1e-5)
     assert run.cross.num_tokens == len(produced)
 
 

@@ -257,10 +257,10 @@ def _rss() -> int:
 def test_huge_configs_are_refused_without_allocating(copy, changes, loader):
     config = json.loads((copy / "config.json").read_text()) | changes
     (copy / "config.json").write_text(json.dumps(config))
-    before, start = _rss(), time.perf_counter()
+    before = _rss()
     message = _refused(str(copy), "parameters .* more than this server's limit of 1.0 GB per "
                                   "model", loader)
-    assert _rss() - before < RSS_GROWTH_BYTES and time.perf_counter() - start < 5
+    assert _rss() - before < RSS_GROWTH_BYTES
     assert _counted(config) * 4 > MODEL_BYTES
     assert re.search(r"about [0-9.,]+ (million|billion) parameters", message)
 

@@ -58,11 +58,11 @@ def test_generates_and_the_step_slider_does_not_generate_again(reference, genera
     bars = by_title(at, "Step 0: the candidates")["data"][0]
     assert bars["y"][0] == "1. ␣Paris"
     np.testing.assert_allclose(array(bars["x"]),
-                               [c.probability for c in reference.steps[0].candidates], atol=1e-6)
+                               [c.probability for c in reference.steps[0].candidates], atol=1e-5)
     row = row_of(at)
     assert row.shape == (1, 5)
     assert abs(row.sum() - 1.0) < 1e-5
-    np.testing.assert_allclose(row[0], reference.steps[0].weights[0, 0], atol=1e-6)
+    np.testing.assert_allclose(row[0], reference.steps[0].weights[0, 0], atol=1e-5)
 
     at.slider(key="gen_step").set_value(2)
     at.slider(key="gen_layer").set_value(3)
@@ -75,11 +75,11 @@ def test_generates_and_the_step_slider_does_not_generate_again(reference, genera
     row = row_of(at)
     assert row.shape == (1, 7)
     assert abs(row.sum() - 1.0) < 1e-5
-    np.testing.assert_allclose(row[0], step.weights[3, 4], atol=1e-6)
+    np.testing.assert_allclose(row[0], step.weights[3, 4], atol=1e-5)
     overview = array(by_title(at, "Layer 3: weight on the first token")["data"][0]["z"])
-    np.testing.assert_allclose(overview, reference.first_token_weights()[:, 3].T, atol=1e-6)
+    np.testing.assert_allclose(overview, reference.first_token_weights()[:, 3].T, atol=1e-5)
     sinks = array(by_title(at, "Mean weight on the first token")["data"][0]["z"])
-    np.testing.assert_allclose(sinks, reference.sink_share(), atol=1e-6)
+    np.testing.assert_allclose(sinks, reference.sink_share(), atol=1e-5)
     assert "attention sink" in texts(at)
 
 

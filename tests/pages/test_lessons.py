@@ -234,14 +234,14 @@ def test_a_step_draws_the_running_models_own_attention_for_the_sidebar_sentence(
     at = open_step("scratch", 2)
     heatmap = figures(at)[0]
     expected = reference_attentions(default_model, TEXT)
-    np.testing.assert_allclose(array(heatmap["data"][0]["z"]), expected[0, 0], atol=1e-6)
+    np.testing.assert_allclose(array(heatmap["data"][0]["z"]), expected[0, 0], atol=1e-5)
 
 
 def test_the_pronoun_step_ranks_the_heads_of_the_running_model(default_model):
     at = open_step("scratch", 4)
     scores = array(figures(at)[0]["data"][0]["z"])
     weights = reference_attentions(default_model, TEXT)
-    np.testing.assert_allclose(scores, weights[:, :, 6, 1], atol=1e-6)  # 'he' #6 -> 'mario' #1
+    np.testing.assert_allclose(scores, weights[:, :, 6, 1], atol=1e-5)  # 'he' #6 -> 'mario' #1
     at = open_step("scratch", 4, text="Time flies like an arrow.")
     assert not figures(at) and "no 'he' and 'Mario'" in texts(at)
     run(at.button(key="lessons_scratch_4_try").click())

@@ -52,7 +52,7 @@ def test_causal_page_shows_each_step_of_the_mask():
 
     weights = array(softmax["data"][0]["z"])
     assert np.all(weights[above] == 0.0)
-    np.testing.assert_allclose(weights, causal, atol=1e-6)
+    np.testing.assert_allclose(weights, causal, atol=1e-5)
     # Row 0 sees only itself; softmax of the allowed raw scores reproduces every row.
     assert weights[0, 0] == 1.0
     row = np.exp(raw_z[4, :5] - raw_z[4, :5].max())

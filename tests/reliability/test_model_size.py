@@ -12,7 +12,6 @@ Each config below spells its sizes in a way the old key-spelling estimate did no
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -75,7 +74,7 @@ def test_a_model_too_large_is_refused_before_anything_is_built(spelling, front, 
     # the architecture's code imported first (tens of MB the first time, whatever the size):
     # what is measured is what the refusal itself holds
     skeleton(spelling, AutoConfig.for_model(**SPELLINGS[spelling]), AutoModel)
-    before, start = rss(), time.perf_counter()
+    before = rss()
     with pytest.raises(ModelLoadError) as refusal:
         LOADERS[front](str(folder))
     grown = rss() - before
@@ -83,7 +82,6 @@ def test_a_model_too_large_is_refused_before_anything_is_built(spelling, front, 
     assert f"Could not load '{folder}'" in message
     assert re.search(SIZE_REFUSAL, message), message
     assert grown < RSS_TOLERANCE_BYTES, f"{grown / 2**20:.0f} MB"
-    assert time.perf_counter() - start < 20
 
 
 def test_weights_that_cannot_fill_a_model_within_budget_are_refused_before_it_is_built(tmp_path):
@@ -104,10 +102,10 @@ def test_weights_that_cannot_fill_a_model_within_budget_are_refused_before_it_is
 def test_a_config_claiming_millions_of_layers_stops_while_it_builds(tmp_path):
     folder = config_folder(tmp_path / "deep", {"model_type": "gpt2", "n_embd": 2, "n_head": 1,
                                                "n_layer": 50_000_000, "vocab_size": 10})
-    before, start = rss(), time.perf_counter()
+    before = rss()
     with pytest.raises(ModelLoadError, match="builds more than 20,000 weight tensors"):
-        load_decoder(str(folder))
-    assert rss() - before < RSS_TOLERANCE_BYTES and time.perf_counter() - start < 20
+        load_decoder(str(folder))  # the message's count proves the build stopped there
+    assert rss() - before < RSS_TOLERANCE_BYTES
 
 
 def test_a_number_no_model_has_is_refused_under_any_key(tmp_path):

@@ -152,7 +152,7 @@ def test_apply_span_renormalises_and_reports_removed_mass():
     assert per_head.record.masks == ("causal", "span")
     assert np.all(np.triu(per_head.record.weights[0, 2], 1) == 0)
     np.testing.assert_allclose(per_head.record.weights[:, 0], np.broadcast_to(np.eye(T), (L, T, T)))
-    np.testing.assert_allclose(per_head.removed[:, 2, -1], 0.0, atol=1e-6)  # last row: 0 future keys
+    np.testing.assert_allclose(per_head.removed[:, 2, -1], 0.0, atol=1e-5)  # last row: 0 future keys
     with pytest.raises(ValueError):
         apply_span(_record(uniform), [1.0, 2.0], 1.0, causal=False)
     with pytest.raises(ValueError):
@@ -255,7 +255,7 @@ def test_page_ramp_head_and_learned_spans():
 def test_page_long_span_keeps_everything_and_causal_form_cuts_the_future():
     at = run_page("adaptive_span", state={"span_z": 64.0, "span_ramp": 1.0})
     np.testing.assert_allclose(array(_figure(at, "After the span")["data"][0]["z"]),
-                               array(_figure(at, "Before")["data"][0]["z"]), atol=1e-6)
+                               array(_figure(at, "Before")["data"][0]["z"]), atol=1e-5)
     assert at.get("metric")[0].value == "0.0%"
     at = run_page("adaptive_span", state={"span_z": 64.0, "span_form": "causal"})
     after = array(_figure(at, "After the span")["data"][0]["z"])

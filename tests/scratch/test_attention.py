@@ -25,7 +25,7 @@ def test_matches_torch_sdpa(qkv, causal):
     expected = F.scaled_dot_product_attention(query, key, value, attn_mask=mask)
     assert output.shape == (B, H, T, DH)
     assert weights.shape == (B, H, T, T)
-    torch.testing.assert_close(output, expected, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(output, expected, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(weights.sum(-1), torch.ones(B, H, T))
 
 
@@ -67,7 +67,7 @@ def test_multi_head_matches_torch_multihead_attention(causal):
         need_weights=True, average_attn_weights=False,
     )
     torch.testing.assert_close(output, expected, atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(weights, expected_weights, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(weights, expected_weights, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("norm_style", ["pre", "post"])

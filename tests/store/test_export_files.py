@@ -280,7 +280,7 @@ def test_a_short_inputs_exports_are_links_to_files_written_once(default_model):
         b for b in at.button if "Prepare" in b.label and not b.key.startswith("maps_figure_")]
     expected = reference_attentions(default_model, "Time flies like an arrow.")
     restored = load_npz(files[f"{stem}.npz"].read_bytes())
-    np.testing.assert_allclose(restored.weights, expected, atol=1e-6)
+    np.testing.assert_allclose(restored.weights, expected, atol=1e-5)
     assert restored.tokens[:3] == ("[CLS]", "time", "flies")
     payload = json.loads(files[f"{stem}_L2.json"].read_text(encoding="utf-8"))
     np.testing.assert_allclose(payload["weights"], expected[2], atol=0.5e-4 + 1e-6)
@@ -304,7 +304,7 @@ def test_a_large_export_is_written_when_asked_and_then_reused(default_model):
     restored = load_npz(files[f"{stem}.npz"].read_bytes())
     expected = reference_attentions(default_model, text)
     assert restored.weights.shape == expected.shape == (6, 12, 189, 189)
-    np.testing.assert_allclose(restored.weights, expected, atol=1e-6)
+    np.testing.assert_allclose(restored.weights, expected, atol=1e-5)
     at.toggle(key="maps_export_half").set_value(True).run()  # another file: asked for again
     assert f"{stem}_float16.npz" not in linked_files(at)
     assert at.button(key="maps_export_npz").label == "Prepare all heads as NPZ"

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from models.hooks.record import AttentionRecord
-from tests.browser_support import guard_requests, launch_chromium
+from tests.browser_support import guard_requests
 from viz import bertviz_views as bv
 
 HOSTILE = "</script><script>alert(1)</script>"
@@ -170,11 +170,6 @@ def test_blank_tokens_stay_visible_and_html_bytes_counts_utf8():
 
 
 # --- drawn in headless Chromium, every outside request aborted --------------------------------
-
-@pytest.fixture(scope="module")
-def browser():
-    with launch_chromium() as chromium:
-        yield chromium
 
 
 def open_page(browser, html):
