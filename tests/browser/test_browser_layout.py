@@ -27,7 +27,6 @@ OUTSIDE_PX = 1.0
 # Pages whose presenter layout does not hold yet, and why; each must still show a problem (so a
 # fix shows up here as a failure to be recorded), every other page none.
 KNOWN: dict[str, str] = {}
-# Pages whose figures are bertviz's own drawings in a frame, not Plotly: nothing here to measure.
 
 # Every figure's texts as screen quadrilaterals, and what is wrong with them.
 MEASURE = """() => {
