@@ -40,6 +40,9 @@ WALK_ENCODER_BYTES = 128 * MIB
 FINETUNED_BYTES = 256 * MIB
 # Fine-tuned classifiers kept at once, within FINETUNED_BYTES.
 FINETUNED_MODELS = 4
+# Fine-tuned classifiers kept on disk under the cache folder (a MiniLM copy is ~90 MB on disk);
+# the least recently used is deleted when a new one is written.
+FINETUNED_ON_DISK = 6
 # Training keys whose encoder and data names are remembered (a few hundred bytes each).
 TRAINING_NAMES = 256
 # User-loaded Hugging Face encoders and decoders kept at once (the embedded MiniLM and SmolLM2 are

@@ -9,6 +9,7 @@ from ui.state import current_record, index_slider, sidebar_input
 from ui.text import plain
 from viz.head_analysis import importance_map, most_important, prediction_table
 from viz.heatmap import attention_heatmap
+from viz.labels import display_tokens
 
 MODE_LABELS = {ZERO: "Zero: the head outputs 0",
                MEAN: "Mean: the head outputs its average over this input's tokens"}
@@ -79,8 +80,9 @@ if kind == CLASS_PROBABILITY:
                      f"gives '{baseline.target.text}'."))
 elif kind == MASKED_WORD:
     words = [p for p in range(record.num_tokens) if p not in record.special_positions]
+    shown = display_tokens(record.tokens)  # tokens as words (no byte-level markers)
     mask_position = st.selectbox("Word to hide behind the mask", words, key="ablation_mask",
-                                 format_func=lambda p: f"{record.tokens[p]} (#{p})")
+                                 format_func=lambda p: f"{shown[p]} (#{p})")
     baseline = analysis_cache.baseline(source, text, pair, mask_position)
     target_id = baseline.target.token_id
     st.caption(plain(f"The model reads the sentence with '{baseline.target.text}' masked and is "
@@ -167,11 +169,12 @@ with knockout_tab:
         "spreads its attention over the other tokens) and see what the prediction loses."
     )
     positions = list(range(record.num_tokens))
+    words = display_tokens(record.tokens)  # tokens as words (no byte-level markers)
     default_query = mask_position if mask_position is not None else record.num_tokens - 1
     query = st.selectbox("Query token", positions, index=default_query, key="ablation_ko_query",
-                         format_func=lambda p: f"{record.tokens[p]} (#{p})")
+                         format_func=lambda p: f"{words[p]} (#{p})")
     keys = st.multiselect("Key tokens it may no longer see", positions, key="ablation_ko_keys",
-                          format_func=lambda p: f"{record.tokens[p]} (#{p})",
+                          format_func=lambda p: f"{words[p]} (#{p})",
                           filter_mode="contains", select_all=False)
     if record.num_layers > 1:
         first, last = st.select_slider("Layers", list(range(record.num_layers)),

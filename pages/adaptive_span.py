@@ -5,6 +5,8 @@ from models.teaching.span_training import SpanTrainingConfig, load_learned_spans
 from ui import charts
 from ui.routing import through_app
 from ui.state import current_record, index_slider
+from ui.text import plain
+from viz.labels import display_tokens
 from viz.span import (
     before_after_heatmaps, learned_spans_figure, loss_figure, ramp_figure, removed_mass_figure,
 )
@@ -82,9 +84,10 @@ if record is not None:
                 key="span_removed")
     emptied = applied.emptied_rows(layer, head)
     if emptied:
-        names = ", ".join(f"{record.tokens[q]!r} (#{q})" for q in emptied)
-        st.warning(f"{len(emptied)} row(s) of this head kept no weight at all and are shown as "
-                   f"zeros: {names}.")
+        words = display_tokens(record.tokens)  # tokens as words (no byte-level markers)
+        names = ", ".join(f"'{words[q]}' (#{q})" for q in emptied)
+        st.warning(plain(f"{len(emptied)} row(s) of this head kept no weight at all and are "
+                         f"shown as zeros: {names}."))
 
 st.subheader("Spans a small model learned")
 st.markdown(

@@ -4,11 +4,13 @@ from ui import attention as inputs
 from ui import views
 from ui.downloads import head_figure_downloads
 from ui.routing import through_app
+from ui.start import lessons_and_decks
 from ui.state import index_slider
 
 through_app()
 
 st.title("Attention maps")
+lessons_and_decks()
 attention = inputs.current()
 if attention is not None:
     controls, picture = st.columns([1, 2], gap="medium")  # the controls beside the map

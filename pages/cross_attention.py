@@ -13,6 +13,7 @@ from ui.state import index_slider
 from ui.text import plain
 from viz.bertviz_views import HEAD_VIEW, MODEL_VIEW, encoder_decoder_fits, shared_layers
 from viz.heatmap import attention_heatmap
+from viz.labels import display_tokens, token_text
 from viz.overview import all_heads_figure
 from viz.seq2seq import loss_curve_figure, snapshots_figure, step_row_figure
 
@@ -133,9 +134,10 @@ if run is not None:
     head = index_slider("Head", record.num_heads, "xattn_head", controls)
     steps = run.cross.num_tokens
     step = index_slider("Step", steps, "xattn_step", controls) if steps > 1 else 0
-    read = " ".join(run.cross.tokens[:step + 1])
+    read = plain(" ".join(display_tokens(run.cross.tokens)[:step + 1]))
+    wrote = plain(token_text(run.output_tokens[step], run.cross.tokens))
     controls.markdown(f"Step {step + 1} of {steps}: reading *{read}*, the decoder wrote "
-                      f"**{run.output_tokens[step]}**. The first map is its cross-attention over "
+                      f"**{wrote}**. The first map is its cross-attention over "
                       f"the source (layer {layer}, head {head}).")
     charts.show(step_row_figure(run.cross, step, layer, head), key="xattn_row", container=picture)
     picture.caption(f"{KIND_LABELS[kind]} · {record.num_tokens} queries × {record.num_keys} keys "

@@ -9,6 +9,7 @@ from ui.routing import through_app
 from ui.state import sidebar_input
 from ui.text import plain
 from viz.head_analysis import layer_head_map, ranked_heads
+from viz.labels import display_tokens
 
 TOP_HEADS = 5
 OPEN_BUTTONS = 3
@@ -42,7 +43,7 @@ if attention is not None:
             measured = analysis_cache.repeated_tokens(given.source, count, int(seed))
             st.caption(plain(f"Measured on {count} tokens drawn at random (seed {seed}) from "
                              f"the model's vocabulary and repeated twice: "
-                             f"{' '.join(measured.tokens)}"))
+                             f"{' '.join(display_tokens(measured.tokens))}"))
             scores = detector.score(measured)
         else:
             st.caption(f"Measured on the sidebar's text ({inputs.caption(attention)}; word "

@@ -9,6 +9,7 @@ from ui.analysis_cache import open_head_buttons
 from ui.routing import through_app
 from ui.text import plain
 from viz.head_analysis import layer_head_map, ranking_table
+from viz.labels import display_tokens
 
 OPEN_BUTTONS = 3
 LISTED_KEYS = 12  # keys named in the caption; the rest are counted
@@ -46,13 +47,14 @@ rows = views.with_progress(  # (L, H, W, K): the query's rows of every layer
     "Computing the query's rows in every layer",
     lambda progress: attention.rows_every_layer(range(query.start, query.stop), progress))
 scores, strongest = rows_to_keys(rows, key_positions), strongest_in_rows(rows)
-table = ranking_table(scores, [[tokens[k] for k in row] for row in strongest])
+words = display_tokens(tokens)  # tokens as words (no byte-level markers)
+table = ranking_table(scores, [[words[k] for k in row] for row in strongest])
 occurrences = len(find_spans(tokens, query_text))
 listed = key_positions[:LISTED_KEYS]
 st.caption(plain(
-    f"Query: '{' '.join(tokens[p] for p in query.positions)}' at position "
+    f"Query: '{' '.join(words[p] for p in query.positions)}' at position "
     f"{query.start}" + (f" (the first of {occurrences})" if occurrences > 1 else "") +
-    f". Keys: {', '.join(f'{tokens[p]} #{p}' for p in listed)}"
+    f". Keys: {', '.join(f'{words[p]} #{p}' for p in listed)}"
     + (f", … ({len(key_positions):,} positions in all)" if len(listed) < len(key_positions)
        else "") + f". {attention.num_layers * attention.num_heads} heads · "
     + inputs.caption(attention) + "."

@@ -1,7 +1,8 @@
 """Fine-tuned classifiers, trained once per server and shared by every session.
 
 A model is keyed by a hash of the data and the settings (and the pretrained encoder's name).
-Training runs in a background thread, one training at a time on this server (two at once would
+Each trained model is also kept on disk (models/experiments/kept_classifier.py), so a later
+server process reads it back instead of training again. Training (or reading it back) runs in a background thread, one training at a time on this server (two at once would
 only share the same two cores); a session that asks for a model another session is already
 training follows that same job's progress and then reuses its result. So pressing "train" twice,
 or from thirty sessions at once, trains once, and a session that leaves the page does not stop a
@@ -21,12 +22,16 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from models.experiments.classifier import (Prediction, encoder_record, predict_one, pretrained_classifier,
-                               scratch_classifier, scratch_encoder_config, with_head)
-from models.experiments.finetune import PRETRAINED, FinetuneResult, FinetuneSettings, finetune
+import streamlit as st
+
+from models.experiments import kept_classifier
+from models.experiments.classifier import Prediction, encoder_record, predict_one, with_head
+from models.experiments.finetune import (DEFAULT_EPOCHS, PRETRAINED, FinetuneResult,
+                                         FinetuneSettings, default_settings)
 from models.experiments.labelled_data import LabelledData
 from models.hooks.record import AttentionRecord
 from models.loading.kinds.classifier import TrainingNames, description
+from models.loading.pretrained import model_identity
 from models.store import stores
 from models.store.byte_cache import Store
 from models.store.keys import result_key
@@ -74,7 +79,7 @@ class TrainedModels:
 
     def __init__(self, results: Store):
         self.results = results
-        self.trainings = 0  # how many trainings actually ran (the tests read it)
+        self.trainings = 0  # how many jobs ran: trainings, or reads from disk (tests read it)
         self._jobs: dict[str, TrainingJob] = {}
         self._lock = threading.Lock()  # guards _jobs and trainings
         self._one_at_a_time = threading.Lock()  # one training on this server at a time
@@ -167,26 +172,41 @@ def finished(encoder_name: str) -> list[Finished]:
     return listed
 
 
+def disk_key(encoder_name: str, data: LabelledData, settings: FinetuneSettings) -> str:
+    """The key of the copy kept on disk (the encoder by what it is, however it is spelled)."""
+    return kept_classifier.cache_key(model_identity(encoder_name), data, settings)
+
+
 def cached(encoder_name: str, data: LabelledData, settings: FinetuneSettings
            ) -> FinetuneResult | None:
-    """The trained result if this server already has it (never trains)."""
-    return store().get(training_key(encoder_name, data, settings))
+    """The trained result if this server has it, or reads it from disk (never trains)."""
+    result = store().get(training_key(encoder_name, data, settings))
+    if result is None and kept_classifier.is_kept(disk_key(encoder_name, data, settings)):
+        try:
+            with st.spinner("Reading the fine-tuned model kept on this machine…"):
+                result = trained(encoder_name, data, settings)
+        except kept_classifier.UNREADABLE:
+            return None
+    return result
+
+
+def lesson_settings() -> FinetuneSettings:
+    """What the lessons (and the fine-tuning page, by default) show: MiniLM, the default epochs."""
+    return default_settings(PRETRAINED, DEFAULT_EPOCHS)
 
 
 def _trainer(encoder_name: str, data: LabelledData, settings: FinetuneSettings):
     loaded = cache.pretrained(encoder_name)
+    key = disk_key(encoder_name, data, settings)
 
     def train(report: Callable[[float, str], None]) -> FinetuneResult:
         # Its own tokenizer: a fast tokenizer shared with sessions encoding at the same moment
         # can fail ("Already borrowed"), and training calls it for every batch.
         tokenizer = copy.deepcopy(loaded.tokenizer)
-        if settings.encoder == PRETRAINED:
-            classifier = pretrained_classifier(loaded.model, data.num_classes, settings.pooling,
-                                               settings.seed)
-        else:
-            classifier = scratch_classifier(scratch_encoder_config(len(tokenizer)),
-                                            data.num_classes, settings.pooling, settings.seed)
-        return finetune(classifier, tokenizer, data, settings, report)
+        if kept_classifier.is_kept(key):
+            report(0.0, "Reading the fine-tuned model kept on this machine…")
+        return kept_classifier.load_or_train(loaded.model, tokenizer, data, settings, key,
+                                             report).result
     return train
 
 

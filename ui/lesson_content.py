@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ui.examples import BY_KEY, MARIO
+from ui.lesson_index import TITLES
 from ui.lesson_figures import (
     RAMP, SPAN, block_table_figure, block_walk_figure, cost_figure, loss_step_figure,
     mask_filling_figure, neuron_view_figure, next_sentence_figure, output_layer_figure,
@@ -109,7 +110,7 @@ def _q(prompt: str, *choices: tuple[str, bool, str]) -> Question:
 
 
 LESSONS: tuple[Lesson, ...] = (
-    Lesson("scratch", "Attention from scratch, and many heads", "chapters 0–4", (
+    Lesson("scratch", TITLES["scratch"], "chapters 0–4", (
         Step("Queries, keys and values",
              "Every token is turned into three vectors: a query (what it is looking for), a key "
              "(what it offers) and a value (what it passes on). The query of one token is "
@@ -181,7 +182,7 @@ LESSONS: tuple[Lesson, ...] = (
                 ("The softmax", False,
                  "The softmax comes after: it turns the scores of all keys into weights."))),
     )),
-    Lesson("scaling", "Why attention is scaled", "chapters 0, 1 and 3", (
+    Lesson("scaling", TITLES["scaling"], "chapters 0, 1 and 3", (
         Step("Dot products grow with the size of the vectors",
              "A dot product adds up d_k products. For random numbers with variance 1 the sum "
              "has variance d_k, so its typical size grows like √d_k: the chapter measured "
@@ -221,7 +222,7 @@ LESSONS: tuple[Lesson, ...] = (
                 ("The same", False, "Each extra token is compared with every other one, so "
                                     "the cost grows."))),
     )),
-    Lesson("masks", "Masks: causal and padding", "chapters 1, 3 and 4", (
+    Lesson("masks", TITLES["masks"], "chapters 1, 3 and 4", (
         Step("A decoder only looks back",
              "An encoder lets every token read the whole sentence. A decoder that writes text "
              "one token at a time may only read what is already written, so row i keeps "
@@ -261,7 +262,7 @@ LESSONS: tuple[Lesson, ...] = (
                 ("Every token after the query", False, "That is the causal mask, a different "
                                                        "rule."))),
     )),
-    Lesson("span", "Adaptive attention span", "chapter 0", (
+    Lesson("span", TITLES["span"], "chapter 0", (
         Step("A soft mask with a ramp",
              "Adaptive span gives each head a span z: keys within z tokens keep their weight, "
              "keys further away fade out over a ramp of width R. Because the ramp is a slope "
@@ -298,7 +299,7 @@ LESSONS: tuple[Lesson, ...] = (
                 ("Nothing: spans only grow", False, "Without the penalty they could stay long; "
                                                     "with it they shrink where they can."))),
     )),
-    Lesson("seq2seq", "Encoder–decoder: translating", "chapters 1 and 3", (
+    Lesson("seq2seq", TITLES["seq2seq"], "chapters 1 and 3", (
         Step("Cross-attention reads the source",
              "An encoder–decoder has three kinds of attention: the encoder's self-attention, "
              "the decoder's masked self-attention, and cross-attention. In cross-attention the "
@@ -326,7 +327,7 @@ LESSONS: tuple[Lesson, ...] = (
                 ("Because French is read right to left", False,
                  "French is written left to right like English."))),
     )),
-    Lesson("finetune", "Fine-tuning a classifier", "chapters 0, 2 and 4", (
+    Lesson("finetune", TITLES["finetune"], "chapters 0, 2 and 4", (
         Step("Labelled sentences",
              "Fine-tuning adds a small classification head to a pretrained encoder and trains "
              "both on labelled sentences. Part of the sentences are held out to measure how "
@@ -365,7 +366,7 @@ LESSONS: tuple[Lesson, ...] = (
                 ("It leaves them untouched", False, "Every weight gets gradients, the "
                                                     "attention weights included."))),
     )),
-    Lesson("interventions", "Causal interventions: which parts change the answer",
+    Lesson("interventions", TITLES["interventions"],
            "chapters 1 and 3", (
         Step("What each layer already predicts",
              "The logit lens reads every layer's residual stream through the model's final norm "
@@ -415,7 +416,7 @@ LESSONS: tuple[Lesson, ...] = (
                 ("The head is not used", False,
                  "A head that does not matter leaves the corrupted run as it was: 0."))),
     )),
-    Lesson("block", "Positions and the encoder block", "chapters 0, 1, 3 and 4", (
+    Lesson("block", TITLES["block"], "chapters 0, 1, 3 and 4", (
         Step("Attention alone ignores word order",
              "Attention compares every token with every other one, whatever their order: "
              "'dog bites man' and 'man bites dog' would give the same weights, shuffled. So "
@@ -459,7 +460,7 @@ LESSONS: tuple[Lesson, ...] = (
                 ("Normalises each vector", False, "That is the layer norm."),
                 ("Removes the padding", False, "Residuals do not know about padding."))),
     )),
-    Lesson("bert", "BERT's pretraining", "chapters 1 and 4", (
+    Lesson("bert", TITLES["bert"], "chapters 1 and 4", (
         Step("Masked words: 15%, then 80/10/10",
              "BERT reads text with words hidden and learns to fill them in. 15% of the tokens "
              "are chosen; of those, 80% become [MASK], 10% a random token and 10% stay as "
@@ -501,7 +502,7 @@ LESSONS: tuple[Lesson, ...] = (
                 ("Every position's prediction", False,
                  "Unchosen positions are not in the loss."))),
     )),
-    Lesson("output", "The output layer and its loss", "chapters 3 and 4", (
+    Lesson("output", TITLES["output"], "chapters 3 and 4", (
         Step("From the last vector to a score for every word",
              "After the last layer, a linear layer maps each token's vector to one score per "
              "vocabulary token (the logits), often with the embedding matrix as its weights. "

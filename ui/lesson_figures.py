@@ -1,5 +1,6 @@
 """The live figures of the lessons' steps, drawn on the user's own sentence from the app's
-caches (never made-up numbers; nothing here trains a model)."""
+caches (never made-up numbers; the only training here is the lesson's fine-tuned classifier,
+once per machine, kept on disk)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,7 @@ import streamlit as st
 
 from models.scratch.adaptive_span import apply_span, ramp_curve
 from models.teaching.arithmetic import RowArithmetic, row_arithmetic
-from models.errors import ModelLoadError
-from models.experiments.finetune import DEFAULT_EPOCHS, PRETRAINED, default_settings
+from models.errors import ModelLoadError, first_sentence
 from models.analysis.compare import head_changes
 from models.analysis.head_finder import TokenNotFound, every_position, locate, query_to_keys
 from models.experiments.labelled_data import load_shipped
@@ -266,15 +266,27 @@ def finetune_data_figure(key: str) -> None:
 
 
 def _fine_tuned():
-    """Before/after of the sidebar's sentence if this server has the fine-tuned model, else None."""
+    """Before/after of the sidebar's sentence on the lesson's fine-tuned model: read from this
+    server or from disk, else trained now (once per machine) with a progress bar."""
     given = sidebar_input()
     data = load_shipped()
-    settings = default_settings(PRETRAINED, DEFAULT_EPOCHS)
+    settings = finetune_cache.lesson_settings()
     result = finetune_cache.cached(given.encoder_name, data, settings)
     if result is None:
-        st.info("No one has fine-tuned the model on this server yet. Open the fine-tuning page "
-                "below and press Train (about a minute); then come back.")
-        return None
+        bar = st.progress(0.0, text="Fine-tuning the classifier for this step (once per "
+                                    "machine, a minute or two; it is kept on disk)…")
+        try:
+            result = finetune_cache.trained(
+                given.encoder_name, data, settings,
+                lambda fraction, message: bar.progress(min(fraction, 1.0), text=plain(message)))
+        except ModelLoadError as error:
+            st.error(plain(str(error)))
+            return None
+        except (ValueError, RuntimeError, OSError) as error:
+            st.error(plain(f"Training failed: {first_sentence(error)}"))
+            return None
+        finally:
+            bar.empty()
     if not given.text.strip():
         st.info("Type a sentence in the sidebar to see its prediction.")
         return None

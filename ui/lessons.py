@@ -2,9 +2,8 @@
 
 Content is plain data: a lesson is a list of steps; a step has a title, two or three sentences,
 one live figure, a "try this" action and a check question. Figures are drawn from the app's
-caches (the sidebar's trace, the teaching caches, the toy translator and fine-tuned models that
-are already on this server); a step never starts a training run itself, it offers the page
-that does. Progress (steps done, questions answered right) lives in the session.
+caches (the sidebar's trace, the teaching caches, the toy translator when it is trained); the
+fine-tuning steps train their classifier on first use, once per machine, and keep it on disk. Progress (steps done, questions answered right) lives in the session.
 """
 
 from __future__ import annotations

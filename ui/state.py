@@ -38,6 +38,7 @@ html { font-size: 18px; }
 }
 .stApp h1 { font-size: 2.1rem !important; padding: 0 0 0.5rem 0 !important; color: #111111; }
 .stApp [data-testid="stCaptionContainer"] { font-size: 1rem !important; color: #333333 !important; }
+.stApp [data-testid="stExpander"] summary p { font-size: 1rem !important; }
 .stMainBlockContainer, .block-container { padding-top: 3.5rem !important; padding-bottom: 1rem; }
 </style>"""
 

@@ -29,6 +29,8 @@ from pathlib import Path
 import plotly.graph_objects as go
 import plotly.io as pio
 
+from viz.labels import display_tokens
+
 HTML, SVG, PDF, PNG = "html", "svg", "pdf", "png"
 IMAGE_FORMATS = (SVG, PDF, PNG)
 FIGURE_FORMATS = (HTML, *IMAGE_FORMATS)
@@ -73,8 +75,10 @@ class ExportError(ValueError):
 
 def title_for(view: str, tokens: Sequence[str], layer: int | None = None,
               head: int | None = None) -> str:
-    """"<view> · layer L · head H · tok tok tok…": what a file shows, for its title."""
-    shown = " ".join(tokens[:TITLE_TOKENS]) + (" …" if len(tokens) > TITLE_TOKENS else "")
+    """"<view> · layer L · head H · tok tok tok…": what a file shows, for its title (tokens
+    as words: no byte-level or SentencePiece markers)."""
+    words = display_tokens(tokens)
+    shown = " ".join(words[:TITLE_TOKENS]) + (" …" if len(tokens) > TITLE_TOKENS else "")
     parts = [view]
     if layer is not None:
         parts.append(f"layer {layer}")

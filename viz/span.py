@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from models.hooks.record import AttentionRecord
 from viz import style
 from viz.heatmap import matrix_heatmap
-from viz.labels import numbered_labels
+from viz.labels import numbered_labels, raw_differs, raw_hover
 
 PERCENT = 100.0
 
@@ -67,12 +67,16 @@ def removed_mass_figure(
     rows the span `emptied` (bool (Q,)) are marked."""
     removed = np.asarray(removed, dtype=float) * PERCENT  # (Q,)
     emptied = np.asarray(emptied, dtype=bool)  # (Q,)
-    labels = numbered_labels(tokens)
+    labels = numbered_labels(tokens)  # words; the token as the tokenizer wrote it on hover
+    written = ([f"<br>as the tokenizer wrote it: {raw}" for raw in raw_hover(tokens)]
+               if raw_differs(tokens) else [""] * len(labels))
+    notes = np.where(emptied, "<br>row emptied: drawn as zeros", "")
     figure = go.Figure(go.Bar(
         x=labels, y=removed,
         marker_color=[style.EMPTIED_COLOR if e else style.REMOVED_COLOR for e in emptied],
-        customdata=np.where(emptied, "row emptied: drawn as zeros", ""),
-        hovertemplate="query %{x}<br>removed %{y:.1f}%<br>%{customdata}<extra></extra>",
+        customdata=np.stack([np.asarray(written, dtype=object), notes.astype(object)], axis=-1),
+        hovertemplate="query %{x}<br>removed %{y:.1f}%%{customdata[0]}%{customdata[1]}"
+                      "<extra></extra>",
     ))
     figure.update_layout(
         title=dict(text=f"Attention mass removed per query row (layer {layer} · head {head}); "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -42,6 +42,7 @@ class FinetuneSettings:
     max_tokens: int = 64
     pooling: str = "mean"
     seed: int = 0
+    max_steps: int | None = None  # stop after this many optimiser steps (tests); None = all epochs
     # torch threads while training; None leaves torch's default. The app leaves it: measured
     # in bench/bench_finetune.py, torch.set_num_threads(1) made other sessions wait longer, not
     # less (it is process-wide: every thread started meanwhile, i.e. every other session's
@@ -57,6 +58,8 @@ class FinetuneSettings:
             raise ValueError("batch_size must be >= 1 and max_tokens >= 2")
         if not 0.0 < self.learning_rate < 1.0:
             raise ValueError(f"learning_rate must be in (0, 1), got {self.learning_rate}")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"threads must be >= 1, got {self.threads}")
 
@@ -102,6 +105,9 @@ class FinetuneResult:
     data_fingerprint: str
     train_size: int
     held_out_size: int
+    # class probabilities of the held-out sentences (N, C) before and after training
+    held_out_before: np.ndarray | None = field(default=None, compare=False)
+    held_out_after: np.ndarray | None = field(default=None, compare=False)
 
     @property
     def held_out_accuracy(self) -> float:
@@ -112,14 +118,26 @@ class FinetuneResult:
         return self.epochs[0].held_out_accuracy
 
 
-def evaluate(classifier: SequenceClassifier, tokenizer, texts, labels,
-             max_tokens: int) -> tuple[float, float]:
-    """(mean cross-entropy, accuracy) on `texts`, in eval mode."""
-    probabilities = predict(classifier, tokenizer, list(texts), max_tokens, EVAL_BATCH)  # (N, C)
+def held_out_probabilities(classifier: SequenceClassifier, tokenizer, texts,
+                           max_tokens: int) -> np.ndarray:
+    """Class probabilities (N, C) of `texts`, batched as training measures them."""
+    return predict(classifier, tokenizer, list(texts), max_tokens, EVAL_BATCH)  # (N, C)
+
+
+def _measure(classifier: SequenceClassifier, tokenizer, texts, labels,
+             max_tokens: int) -> tuple[float, float, np.ndarray]:
+    probabilities = held_out_probabilities(classifier, tokenizer, texts, max_tokens)  # (N, C)
     target = np.asarray(labels)
     picked = probabilities[np.arange(len(target)), target]
     loss = float(-np.log(np.clip(picked, 1e-12, 1.0)).mean())
     accuracy = float((probabilities.argmax(axis=1) == target).mean())
+    return loss, accuracy, probabilities
+
+
+def evaluate(classifier: SequenceClassifier, tokenizer, texts, labels,
+             max_tokens: int) -> tuple[float, float]:
+    """(mean cross-entropy, accuracy) on `texts`, in eval mode."""
+    loss, accuracy, _ = _measure(classifier, tokenizer, texts, labels, max_tokens)
     return loss, accuracy
 
 
@@ -138,7 +156,8 @@ def finetune(classifier: SequenceClassifier, tokenizer, data: LabelledData,
              max_steps: int | None = None) -> FinetuneResult:
     """Train `classifier` in place on the training part of `data`; measure the held-out part.
 
-    `max_steps` stops early after that many optimiser steps (for tests). The classifier comes
+    `max_steps` (or `settings.max_steps`, the smaller of the two) stops early after that many
+    optimiser steps (for tests). The classifier comes
     back in eval mode. `progress(fraction, message)` is called after every step.
     """
     if classifier.num_classes != data.num_classes:
@@ -152,15 +171,18 @@ def finetune(classifier: SequenceClassifier, tokenizer, data: LabelledData,
     initial_head = copy.deepcopy(classifier.head)
     steps_per_epoch = -(-len(train_texts) // settings.batch_size)
     total_steps = steps_per_epoch * settings.epochs
-    if max_steps is not None:
-        total_steps = min(total_steps, max_steps)
+    for limit in (max_steps, settings.max_steps):
+        if limit is not None:
+            total_steps = min(total_steps, limit)
     previous_threads = torch.get_num_threads()
     if settings.threads is not None:
         torch.set_num_threads(settings.threads)
     start = time.perf_counter()
     try:
         classifier.eval()
-        loss, accuracy = evaluate(classifier, tokenizer, test_texts, test_labels, settings.max_tokens)
+        loss, accuracy, before = _measure(classifier, tokenizer, test_texts, test_labels,
+                                          settings.max_tokens)
+        after = before
         history = [EpochResult(0, None, loss, accuracy, time.perf_counter() - start)]
         report(0.0, f"Before training: held-out accuracy {accuracy:.0%}")
         decay = [p for n, p in classifier.named_parameters() if p.ndim > 1]
@@ -200,8 +222,8 @@ def finetune(classifier: SequenceClassifier, tokenizer, data: LabelledData,
                            f"Epoch {epoch} of {settings.epochs}, step {step} of {total_steps}: "
                            f"loss {value:.3f}")
                 classifier.eval()
-                loss, accuracy = evaluate(classifier, tokenizer, test_texts, test_labels,
-                                          settings.max_tokens)
+                loss, accuracy, after = _measure(classifier, tokenizer, test_texts, test_labels,
+                                                 settings.max_tokens)
                 history.append(EpochResult(epoch, float(np.mean(epoch_losses)), loss, accuracy,
                                            time.perf_counter() - start))
         del optimizer, scheduler
@@ -216,4 +238,5 @@ def finetune(classifier: SequenceClassifier, tokenizer, data: LabelledData,
         step_losses=tuple(step_losses), seconds=time.perf_counter() - start, settings=settings,
         class_names=data.class_names, data_fingerprint=data.fingerprint,
         train_size=len(train_texts), held_out_size=len(test_texts),
+        held_out_before=before, held_out_after=after,
     )

@@ -162,7 +162,8 @@ def test_fine_tuning_page_shows_the_trained_models(default_model):
     np.testing.assert_allclose(array(cls_row[1]["y"]), tuned.head(layer, head)[0], atol=1e-5)
 
 
-def test_uploaded_csv_trains_once_and_bad_csv_trains_nothing(default_model):
+def test_uploaded_csv_trains_once_and_bad_csv_trains_nothing(default_model, monkeypatch, tmp_path):
+    monkeypatch.setenv("ATTENTION_EXPLORER_CACHE", str(tmp_path))  # a machine that never trained
     rows = [("I loved it, truly wonderful", 1), ("Awful and boring, never again", 0),
             ("A delight from start to end", 1), ("Broken on arrival, so annoying", 0)] * 4
     good = ("text,label\n" + "".join(f'"{t}",{label}\n' for t, label in rows)).encode()
@@ -190,3 +191,4 @@ def test_uploaded_csv_trains_once_and_bad_csv_trains_nothing(default_model):
     assert len([m for m in at.metric if m.label.startswith("Held-out accuracy")]) == 2
     at.run()  # a rerun (or another session) reuses the trained models
     assert finetune_cache.store().trainings == before + 2 and not at.error
+    assert len(list(tmp_path.glob("classifier-*/training.json"))) == 2  # kept on disk

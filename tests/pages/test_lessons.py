@@ -14,7 +14,13 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from models.experiments import kept_classifier
+from models.experiments.finetune import FinetuneSettings
+from models.experiments.labelled_data import load_shipped
 from models.loading.kinds import DECODER, PRETRAINED
+from models.loading.pretrained import DEFAULT_MODEL
+from models.store import stores
+from models.store.keys import result_key
 from tests.app_support import APP, TIMEOUT_S, array, assert_no_failure, figures, shown, texts
 from tests.reference import reference_attentions
 from ui import finetune_cache
@@ -269,11 +275,27 @@ def test_try_this_takes_the_mask_away_and_puts_it_back():
     np.testing.assert_array_equal(array(figures(at)[0]["data"][0]["z"]).reshape(13, 13), masked)
 
 
-def test_a_step_without_a_trained_model_offers_the_page_instead_of_training(monkeypatch):
-    monkeypatch.setattr(finetune_cache, "cached", lambda *args: None)  # nothing trained yet
+def test_a_step_without_a_trained_model_trains_once_and_keeps_it_on_disk(monkeypatch, tmp_path):
+    monkeypatch.setenv("ATTENTION_EXPLORER_CACHE", str(tmp_path))  # a machine that never trained
+    quick = FinetuneSettings(epochs=1, max_steps=2, seed=11)  # a few seeded steps
+    monkeypatch.setattr(finetune_cache, "lesson_settings", lambda: quick)
     trainings = finetune_cache.store().trainings
     at = open_step("finetune", 2)
-    assert not figures(at) and "press Train" in texts(at)
-    link = at.main.get("page_link")[-1].proto
-    assert link.page == "fine_tuning" and link.label == "Open the fine-tuning page"
-    assert finetune_cache.store().trainings == trainings
+    assert finetune_cache.store().trainings == trainings + 1
+    assert len(list(tmp_path.glob("classifier-*/training.json"))) == 1
+    bars = figures(at)[0]["data"]
+    assert [bar["name"] for bar in bars] == ["before fine-tuning", "after fine-tuning"]
+    after = array(bars[1]["y"])
+    assert after.sum() == pytest.approx(1.0, abs=1e-5)
+
+    # A later server process: nothing in memory, and training would fail; the disk answers.
+    key = finetune_cache.training_key(DEFAULT_MODEL, load_shipped(), quick)
+    finetune_cache.store().results.forget(key)
+    stores.RESULTS.forget(result_key("before_after", key, DEFAULT_MODEL, TEXT))
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("trained again instead of reading the kept classifier")
+    monkeypatch.setattr(kept_classifier, "finetune", refuse)
+    at = open_step("finetune", 2)
+    np.testing.assert_allclose(array(figures(at)[0]["data"][1]["y"]), after, atol=1e-6)
+    assert finetune_cache.store().trainings == trainings + 2  # one read from disk
