@@ -7,7 +7,8 @@ batch after batch, and each Ray actor calls it on the batches it is given
 (`loaded.encode`), padded on the right; the forward is the app's streamed run
 (models.hooks.capture.run_streamed), so at most one layer's (B, H, T, T) maps exist at a time.
 Each layer goes to the Statistics and Detectors reducers of models/analysis (the numbers the app
-shows for one input), to the head distances and to the embedding sampler.
+shows for one input; both read one pass over the maps, models.analysis.layer_pass, as the app's
+Summary does), to the head distances and to the embedding sampler.
 
 Dimensions: B batch, L layers, H query heads, Hkv key/value heads, T tokens, Dh head width.
 """
@@ -20,6 +21,7 @@ import numpy as np
 import torch
 
 from models.analysis.detectors import SENTENCE_DETECTORS, Detectors, DetectorScores
+from models.analysis.layer_pass import measure_batch as measure_rows
 from models.analysis.statistics import HeadStatistics, Statistics
 from models.analysis.token_batch import TokenBatch
 from models.corpus.distances import DistanceSum, HeadDistances
@@ -77,6 +79,7 @@ def measure_batch(loaded, batch: PlannedBatch, setup: BatchSetup) -> BatchResult
     draws = [setup.sampling.draws(passage, len(item.tokens))
              for passage, item in zip(batch.passages, encoded)]
     statistics, detectors = Statistics(), Detectors(SENTENCE_DETECTORS)
+    parts = statistics.parts | detectors.parts
     distances = HeadDistances(np.array([compared for compared, _ in draws]))
     sampler = EmbeddingSampler([positions for _, positions in draws])
 
@@ -84,8 +87,10 @@ def measure_batch(loaded, batch: PlannedBatch, setup: BatchSetup) -> BatchResult
         weights = captured.weights
         maps = (weights if weights.dtype == torch.float32 else weights.float()).numpy()
         maps.setflags(write=False)  # (B, H, T, T), valid during this call only
-        for reducer in (statistics, detectors, distances):
-            reducer.add(layer, maps, tokens)
+        rows = measure_rows(maps, tokens, parts)  # one pass over the maps for both reducers
+        for reducer in (statistics, detectors):
+            reducer.take(layer, maps, tokens, rows)
+        distances.add(layer, maps, tokens)
         sampler.add(layer, captured.query, captured.key)
 
     run_streamed(loaded.model, padded_inputs(loaded, encoded), sink)
