@@ -143,7 +143,7 @@ def make_plan(loaded, corpus: CorpusFile, folder: Path, batch_size: int = CORPUS
     in_block = 0
     temporary = folder / f"{TEXTS_FILE}.partial"
     with pq.ParquetWriter(temporary, schema) as writer:
-        for window in _windows(read_passages(corpus.path, limit, most)):
+        for window in _windows(read_passages(corpus, limit, most)):
             encoded = [loaded.encode(p.text, p.pair, limit_tokens)[0] for p in window]
             lengths = np.array([len(e.tokens) for e in encoded])
             order = np.argsort(lengths, kind="stable")

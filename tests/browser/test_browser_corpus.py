@@ -1,6 +1,7 @@
 """The Corpus page in Chromium: a small uploaded corpus is analysed on the server with the
 embedded encoder, and the layer x head map it draws holds the numbers the in-process job writes
-to heads.parquet for the same file; a file without a text column gets one sentence."""
+to heads.parquet for the same file; a file without a text column gets one sentence. Both name
+the file as it was uploaded, never the copy the server keeps."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ ATOL = 1e-5
 COUNT = 5  # a few short passages: the job takes seconds
 UPLOAD = "corpus_upload"
 MEASURE = "entropy"  # the page's first measure
+NAME = "my *own* passages.txt"  # shown as typed: no emphasis, not the server's copy's name
 
 
 def upload(page, name: str, data: bytes) -> None:
@@ -54,7 +56,7 @@ def test_an_uploaded_corpus_is_analysed_and_drawn_with_the_job_numbers(app_url, 
                                                                         encoder_runner):
     data = ("\n".join(PASSAGES[:COUNT]) + "\n").encode("utf-8")
     # The page keeps analyses by content: start from none, so this run computes one.
-    shutil.rmtree(corpus_cache.analyses_root() / f"upload-{corpus_cache._name(data)}",
+    shutil.rmtree(corpus_cache.analyses_root() / corpus_cache.upload_key(NAME, data),
                   ignore_errors=True)
     corpus = tmp_path / "passages.txt"
     corpus.write_bytes(data)
@@ -64,9 +66,12 @@ def test_an_uploaded_corpus_is_analysed_and_drawn_with_the_job_numbers(app_url, 
     visit(page, app_url, "corpus", "Corpus: every head over many passages")
     page.get_by_text("Upload a corpus", exact=True).click()
     wait_idle(page)
-    upload(page, "passages.txt", data)
-    page.get_by_text(f"{COUNT} passages", exact=False).first.wait_for(timeout=180_000)
+    upload(page, NAME, data)
+    caption = page.get_by_text(f"{COUNT} passages", exact=False).first
+    caption.wait_for(timeout=180_000)
     wait_idle(page, timeout_ms=180_000)
+    assert caption.inner_text().startswith(f"{NAME}: {COUNT} passages"), \
+        caption.inner_text()
     page.locator(".js-plotly-plot").nth(2).wait_for(timeout=60_000)
     means, spreads = drawn_map(page)
     expected = heads.pivot(index="layer", columns="head", values=f"{MEASURE}_mean")
@@ -82,5 +87,6 @@ def test_an_uploaded_corpus_is_analysed_and_drawn_with_the_job_numbers(app_url, 
     wait_idle(page)
     message = alert.first.inner_text().strip()
     assert message.endswith(".") and message.count(". ") == 0, message  # one sentence
-    assert "Traceback" not in page.content()
+    assert message.startswith("people.csv has no 'text' column"), message
+    assert "Traceback" not in page.content() and "upload-" not in page.inner_text("body")
     assert_clean(page)
