@@ -3,8 +3,8 @@ maps handed to the app's reducers and let go.
 
 `measure_batch` is the whole of a batch's work, and the only one: the in-process job calls it
 batch after batch, and each Ray actor calls it on the batches it is given
-(models.corpus.ray_engine). Each passage is tokenized exactly as the app tokenizes one input
-(`loaded.encode`), padded on the right; the forward is the app's streamed run
+(models.corpus.ray_engine). Each passage comes with the tokens the plan made (exactly as the app
+tokenizes one input, `loaded.encode`, so it is tokenized once per job), padded on the right; the forward is the app's streamed run
 (models.hooks.capture.run_streamed), so at most one layer's (B, H, T, T) maps exist at a time.
 Each layer goes to the Statistics and Detectors reducers of models/analysis (the numbers the app
 shows for one input; both read one pass over the maps, models.analysis.layer_pass, as the app's
@@ -26,7 +26,7 @@ from models.analysis.statistics import HeadStatistics, Statistics
 from models.analysis.token_batch import TokenBatch
 from models.corpus.distances import DistanceSum, HeadDistances
 from models.corpus.embedding import EmbeddingPoints, EmbeddingSampler
-from models.corpus.plan import PlannedBatch
+from models.corpus.plan import PlannedBatch, PlannedTokens
 from models.corpus.sampling import Sampling
 from models.hooks.capture import LayerCapture, run_streamed
 from models.loading.tokenize import EncodedText
@@ -71,10 +71,22 @@ def padded_inputs(loaded, encoded: list[EncodedText]) -> dict:
     return inputs
 
 
+def encoded_text(loaded, planned: PlannedTokens) -> EncodedText:
+    """A planned passage as `loaded.encode` gave it, rebuilt from its ids without the
+    tokenizer's work (only the ids' token strings are looked up)."""
+    ids = torch.tensor([planned.input_ids], dtype=torch.int64)  # (1, T)
+    types = planned.type_ids
+    return EncodedText(
+        input_ids=ids, attention_mask=torch.ones_like(ids),
+        token_type_ids=None if types is None else torch.tensor([types], dtype=torch.int64),
+        tokens=tuple(loaded.tokenizer.convert_ids_to_tokens(list(planned.input_ids))),
+        segment_ids=planned.segments, special_positions=planned.specials,
+        dropped_tokens=planned.dropped)
+
+
 def measure_batch(loaded, batch: PlannedBatch, setup: BatchSetup) -> BatchResult:
     """Run one planned batch and measure it (see the module doc)."""
-    encoded = [loaded.encode(text, pair, setup.token_limit)[0]
-               for text, pair in zip(batch.texts, batch.pairs)]
+    encoded = [encoded_text(loaded, planned) for planned in batch.tokens]
     tokens = TokenBatch.padded([TokenBatch.of_encoded(item, loaded.causal) for item in encoded])
     draws = [setup.sampling.draws(passage, len(item.tokens))
              for passage, item in zip(batch.passages, encoded)]
