@@ -146,8 +146,10 @@ CORPUS_BATCH_BYTES = 256 * MIB
 # Passages whose heads are compared pairwise (Jensen-Shannon) in one job, about: a share of a
 # larger corpus, drawn per passage.
 CORPUS_DISTANCE_PASSAGES = 128
-# ... compared a slice of heads against all at once: one slice's mixed rows take at most this.
-CORPUS_DISTANCE_CHUNK_BYTES = 32 * MIB
+# ... compared a slice of heads against all at once: one slice's mixed rows take at most this (small
+# enough to stay in the processor's cache: measured on MiniLM, 1 MiB was 3.7x faster than one
+# 13 MB slice, 4 MiB 1.7x, 256 KiB 2x).
+CORPUS_DISTANCE_CHUNK_BYTES = 1 * MIB
 # The float16 query and key vectors a job keeps of sampled tokens for the joint embedding, on
 # disk (MiniLM: about 29,000 tokens, 58,000 points per head).
 CORPUS_EMBEDDING_BYTES = 256 * MIB

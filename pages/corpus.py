@@ -6,6 +6,7 @@ from models.limits import CORPUS_UPLOAD_MIB, MODEL_NAME_CHARS
 from ui import charts, corpus_cache
 from ui.routing import through_app
 from ui.state import index_slider
+from ui.text import plain
 from viz.corpus import HEAD_COLOURINGS, POINT_COLOURINGS, heads_layout_figure, measure_map, \
     points_figure
 
@@ -40,8 +41,9 @@ if result is not None:
     corpus = result.summary["corpus"]
     cut = (f" {corpus['truncated_passages']:,} passages were cut to {corpus['token_limit']} "
            "tokens." if corpus["truncated_passages"] else "")
-    st.caption(f"{result.corpus_name}: {corpus['passages']:,} passages, {corpus['tokens']:,} "
-               f"tokens · {result.model_label} · written {corpus_cache.timestamp(result)}.{cut}")
+    st.caption(f"{plain(result.corpus_name)}: {corpus['passages']:,} passages, "
+               f"{corpus['tokens']:,} tokens · {result.model_label} · written "
+               f"{corpus_cache.timestamp(result)}.{cut}")
     shape = result.shape
 
     st.subheader("Every head's mean")

@@ -56,9 +56,11 @@ def _prune(keep: Path) -> None:
             upload.unlink(missing_ok=True)
 
 
-def _analysed(corpus: Path, folder: Path, message: str, most: int | None = None) -> CorpusResult:
-    """The analysis of `corpus` with the default model in `folder`, run now (with a progress
-    bar) unless it is there; one at a time on the server."""
+def _analysed(corpus: Path, folder: Path, message: str, most: int | None = None,
+              name: str | None = None) -> CorpusResult:
+    """The analysis of `corpus` (called `name`, by default its file's name) with the default
+    model in `folder`, run now (with a progress bar) unless it is there; one at a time on the
+    server."""
     if not is_finished(folder):
         with _ONE_AT_A_TIME:
             if not is_finished(folder):
@@ -69,7 +71,8 @@ def _analysed(corpus: Path, folder: Path, message: str, most: int | None = None)
                     bar.progress(min(state.done / max(state.total, 1), 1.0),
                                  text=f"{message}: {state.line()}")
                 try:
-                    run_corpus(corpus, folder, loaded=loaded, most=most, progress=progress)
+                    run_corpus(corpus, folder, loaded=loaded, most=most, progress=progress,
+                               name=name)
                 finally:
                     bar.empty()
     folder.touch()  # used now: the last to be pruned
@@ -79,6 +82,12 @@ def _analysed(corpus: Path, folder: Path, message: str, most: int | None = None)
 
 def _name(corpus_bytes: bytes) -> str:
     return hashlib.sha256(corpus_bytes).hexdigest()[:16]
+
+
+def upload_key(name: str, data: bytes) -> str:
+    """What an upload's analysis is kept under: its name and content (the analysis names the
+    file as it was uploaded, so the same bytes under another name are another analysis)."""
+    return f"upload-{_name(name.encode('utf-8') + b'/' + data)}"
 
 
 def default_result() -> CorpusResult | None:
@@ -102,13 +111,15 @@ def uploaded_result(name: str, data: bytes) -> CorpusResult | None:
                  f"{CORPUS_UPLOAD_BYTES // MIB} MB. Run a larger one with the command line "
                  "(attention-explorer corpus) and open its folder here.")
         return None
-    digest = _name(data)
+    key = upload_key(name, data)
     uploads = analyses_root() / UPLOADS
     uploads.mkdir(parents=True, exist_ok=True)
-    corpus = uploads / f"upload-{digest}{Path(name).suffix.lower() or '.txt'}"
+    # Saved under its key (any name a browser sends is safe on disk), read by its extension,
+    # and named as uploaded in every sentence.
+    corpus = uploads / f"{key}{Path(name).suffix.lower() or '.txt'}"
     corpus.write_bytes(data)
-    return _shown(lambda: _analysed(corpus, analyses_root() / f"upload-{digest}",
-                                    f"Analysing {name}", most=CORPUS_UPLOAD_PASSAGES))
+    return _shown(lambda: _analysed(corpus, analyses_root() / key, f"Analysing {name}",
+                                    most=CORPUS_UPLOAD_PASSAGES, name=name))
 
 
 def folder_result(folder: str) -> CorpusResult | None:

@@ -3,11 +3,12 @@ maps handed to the app's reducers and let go.
 
 `measure_batch` is the whole of a batch's work, and the only one: the in-process job calls it
 batch after batch, and each Ray actor calls it on the batches it is given
-(models.corpus.ray_engine). Each passage is tokenized exactly as the app tokenizes one input
-(`loaded.encode`), padded on the right; the forward is the app's streamed run
+(models.corpus.ray_engine). Each passage comes with the tokens the plan made (exactly as the app
+tokenizes one input, `loaded.encode`, so it is tokenized once per job), padded on the right; the forward is the app's streamed run
 (models.hooks.capture.run_streamed), so at most one layer's (B, H, T, T) maps exist at a time.
 Each layer goes to the Statistics and Detectors reducers of models/analysis (the numbers the app
-shows for one input), to the head distances and to the embedding sampler.
+shows for one input; both read one pass over the maps, models.analysis.layer_pass, as the app's
+Summary does), to the head distances and to the embedding sampler.
 
 Dimensions: B batch, L layers, H query heads, Hkv key/value heads, T tokens, Dh head width.
 """
@@ -20,11 +21,12 @@ import numpy as np
 import torch
 
 from models.analysis.detectors import SENTENCE_DETECTORS, Detectors, DetectorScores
+from models.analysis.layer_pass import measure_batch as measure_rows
 from models.analysis.statistics import HeadStatistics, Statistics
 from models.analysis.token_batch import TokenBatch
 from models.corpus.distances import DistanceSum, HeadDistances
 from models.corpus.embedding import EmbeddingPoints, EmbeddingSampler
-from models.corpus.plan import PlannedBatch
+from models.corpus.plan import PlannedBatch, PlannedTokens
 from models.corpus.sampling import Sampling
 from models.hooks.capture import LayerCapture, run_streamed
 from models.loading.tokenize import EncodedText
@@ -69,14 +71,27 @@ def padded_inputs(loaded, encoded: list[EncodedText]) -> dict:
     return inputs
 
 
+def encoded_text(loaded, planned: PlannedTokens) -> EncodedText:
+    """A planned passage as `loaded.encode` gave it, rebuilt from its ids without the
+    tokenizer's work (only the ids' token strings are looked up)."""
+    ids = torch.tensor([planned.input_ids], dtype=torch.int64)  # (1, T)
+    types = planned.type_ids
+    return EncodedText(
+        input_ids=ids, attention_mask=torch.ones_like(ids),
+        token_type_ids=None if types is None else torch.tensor([types], dtype=torch.int64),
+        tokens=tuple(loaded.tokenizer.convert_ids_to_tokens(list(planned.input_ids))),
+        segment_ids=planned.segments, special_positions=planned.specials,
+        dropped_tokens=planned.dropped)
+
+
 def measure_batch(loaded, batch: PlannedBatch, setup: BatchSetup) -> BatchResult:
     """Run one planned batch and measure it (see the module doc)."""
-    encoded = [loaded.encode(text, pair, setup.token_limit)[0]
-               for text, pair in zip(batch.texts, batch.pairs)]
+    encoded = [encoded_text(loaded, planned) for planned in batch.tokens]
     tokens = TokenBatch.padded([TokenBatch.of_encoded(item, loaded.causal) for item in encoded])
     draws = [setup.sampling.draws(passage, len(item.tokens))
              for passage, item in zip(batch.passages, encoded)]
     statistics, detectors = Statistics(), Detectors(SENTENCE_DETECTORS)
+    parts = statistics.parts | detectors.parts
     distances = HeadDistances(np.array([compared for compared, _ in draws]))
     sampler = EmbeddingSampler([positions for _, positions in draws])
 
@@ -84,8 +99,10 @@ def measure_batch(loaded, batch: PlannedBatch, setup: BatchSetup) -> BatchResult
         weights = captured.weights
         maps = (weights if weights.dtype == torch.float32 else weights.float()).numpy()
         maps.setflags(write=False)  # (B, H, T, T), valid during this call only
-        for reducer in (statistics, detectors, distances):
-            reducer.add(layer, maps, tokens)
+        rows = measure_rows(maps, tokens, parts)  # one pass over the maps for both reducers
+        for reducer in (statistics, detectors):
+            reducer.take(layer, maps, tokens, rows)
+        distances.add(layer, maps, tokens)
         sampler.add(layer, captured.query, captured.key)
 
     run_streamed(loaded.model, padded_inputs(loaded, encoded), sink)

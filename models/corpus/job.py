@@ -132,19 +132,20 @@ def _block_passages(work: Path) -> dict[int, int]:
 def run_corpus(corpus_path: Path | str, out: Path | str, model: str = "encoder", loaded=None,
                settings: JobSettings = JobSettings(), most: int | None = None,
                engine: str = LOCAL, ray_address: str | None = None, actors: int | None = None,
-               progress: Progress | None = None) -> dict:
+               progress: Progress | None = None, name: str | None = None) -> dict:
     """Measure every head over the corpus at `corpus_path` and write `out` (see the module
     doc); returns what corpus.json holds. `loaded`: the model already loaded (else `model` is
     loaded by name, models.loading.source.load); `most`: refuse a corpus of more passages;
     `engine` "local" (this process) or "ray" (a local Ray, or the cluster at `ray_address`,
-    with `actors` workers)."""
+    with `actors` workers); `name`: what the summary and every sentence call the corpus (the
+    name a person uploaded it under), by default the file's own."""
     if engine not in ENGINES:
         raise ValueError(f"'{engine}' is not an engine: use {' or '.join(ENGINES)}.")
     if engine == RAY:
         from models.corpus.ray_engine import check_ray
 
         check_ray(ray_address)
-    corpus = describe(corpus_path)
+    corpus = describe(corpus_path, name)
     map_large_blocks()
     if loaded is None:
         from models.loading.source import load

@@ -6,7 +6,9 @@ Passages are sorted by length within windows of SORT_WINDOW passages (so a corpu
 planned in bounded memory, and a batch pads its passages to nearly their own length). A batch
 holds at most `batch_size` passages and at most CORPUS_BATCH_BYTES of one layer's maps
 (B x H x T x T float32). The plan is written to the job's work folder as `texts.parquet` (one
-row per passage, in batch order) and `plan.json`.
+row per passage, in batch order), `tokens.parquet` (the same rows' token ids, segments and
+special positions, which the batches are built from, so no passage is tokenized twice) and
+`plan.json`.
 
 Dimensions: B batch, L layers, H query heads, Hkv key/value heads, T tokens, Dh head width.
 """
@@ -28,7 +30,7 @@ from models.limits import CORPUS_BATCH_BYTES, CORPUS_BATCH_SIZE
 SORT_WINDOW = 4096  # passages sorted by length together
 BLOCK_PASSAGES = 256  # a block is whole batches of at least this many passages
 FLOAT_BYTES = 4
-PLAN_FILE, TEXTS_FILE = "plan.json", "texts.parquet"
+PLAN_FILE, TEXTS_FILE, TOKENS_FILE = "plan.json", "texts.parquet", "tokens.parquet"
 PROBE_TEXT = "Attention."
 
 
@@ -86,8 +88,10 @@ class Plan:
 
     @classmethod
     def load(cls, folder: Path) -> Plan | None:
+        """The plan in `folder`, or None when there is none (or one without its token ids,
+        from an older version: planned again, to the same batches)."""
         path = folder / PLAN_FILE
-        if not path.is_file():
+        if not path.is_file() or not (folder / TOKENS_FILE).is_file():
             return None
         fields = json.loads(path.read_text(encoding="utf-8"))
         fields["shape"] = ModelShape(**fields["shape"])
@@ -95,14 +99,34 @@ class Plan:
 
 
 @dataclass(frozen=True)
+class PlannedTokens:
+    """One passage as the plan tokenized it (models.loading.tokenize.EncodedText's ids)."""
+
+    input_ids: tuple[int, ...]
+    type_ids: tuple[int, ...] | None  # the tokenizer's token type ids, when it gave them
+    segments: tuple[int, ...]
+    specials: tuple[int, ...]
+    dropped: int
+
+    @classmethod
+    def of(cls, encoded) -> PlannedTokens:
+        types = encoded.token_type_ids
+        return cls(tuple(encoded.input_ids[0].tolist()),
+                   None if types is None else tuple(types[0].tolist()), encoded.segment_ids,
+                   encoded.special_positions, encoded.dropped_tokens)
+
+
+@dataclass(frozen=True)
 class PlannedBatch:
-    """One batch of passages: its number, its block, each passage's number, text and pair."""
+    """One batch of passages: its number, its block, each passage's number, text, pair and
+    tokens."""
 
     number: int
     block: int
     passages: tuple[int, ...]
     texts: tuple[str, ...]
     pairs: tuple[str | None, ...]
+    tokens: tuple[PlannedTokens, ...]
 
     def __len__(self) -> int:
         return len(self.passages)
@@ -138,16 +162,22 @@ def make_plan(loaded, corpus: CorpusFile, folder: Path, batch_size: int = CORPUS
                         ("text_pair", pa.string()), ("tokens", pa.int32()),
                         ("dropped_tokens", pa.int32()), ("batch", pa.int64()),
                         ("block", pa.int64())])
+    ids = pa.list_(pa.int32())
+    token_schema = pa.schema([("input_ids", ids), ("type_ids", pa.list_(pa.int8())),
+                              ("segments", pa.list_(pa.int8())), ("specials", ids)])
     counts = {"passages": 0, "tokens": 0, "truncated": 0, "dropped": 0, "batches": 0,
               "blocks": 0}
     in_block = 0
     temporary = folder / f"{TEXTS_FILE}.partial"
-    with pq.ParquetWriter(temporary, schema) as writer:
-        for window in _windows(read_passages(corpus.path, limit, most)):
-            encoded = [loaded.encode(p.text, p.pair, limit_tokens)[0] for p in window]
-            lengths = np.array([len(e.tokens) for e in encoded])
+    temporary_tokens = folder / f"{TOKENS_FILE}.partial"
+    with pq.ParquetWriter(temporary, schema) as writer, \
+            pq.ParquetWriter(temporary_tokens, token_schema) as token_writer:
+        for window in _windows(read_passages(corpus, limit, most)):
+            encoded = [PlannedTokens.of(loaded.encode(p.text, p.pair, limit_tokens)[0])
+                       for p in window]
+            lengths = np.array([len(e.input_ids) for e in encoded])
             order = np.argsort(lengths, kind="stable")
-            rows: dict[str, list] = {name: [] for name in schema.names}
+            rows: dict[str, list] = {name: [] for name in schema.names + token_schema.names}
             start = 0
             for size in batch_sizes(lengths[order], batch_size, shape.heads):
                 if in_block >= BLOCK_PASSAGES:
@@ -159,18 +189,26 @@ def make_plan(loaded, corpus: CorpusFile, folder: Path, batch_size: int = CORPUS
                     rows["text"].append(passage.text)
                     rows["text_pair"].append(passage.pair)
                     rows["tokens"].append(int(lengths[index]))
-                    rows["dropped_tokens"].append(encoded[index].dropped_tokens)
+                    rows["dropped_tokens"].append(encoded[index].dropped)
+                    rows["input_ids"].append(encoded[index].input_ids)
+                    rows["type_ids"].append(encoded[index].type_ids)
+                    rows["segments"].append(encoded[index].segments)
+                    rows["specials"].append(encoded[index].specials)
                     rows["batch"].append(counts["batches"])
                     rows["block"].append(counts["blocks"])
                 counts["batches"] += 1
                 in_block += size
                 start += size
-            writer.write_table(pa.table(rows, schema=schema))
+            writer.write_table(pa.table({name: rows[name] for name in schema.names},
+                                        schema=schema))
+            token_writer.write_table(pa.table({name: rows[name] for name in token_schema.names},
+                                              schema=token_schema))
             counts["passages"] += len(window)
             counts["tokens"] += int(lengths.sum())
-            counts["truncated"] += sum(e.dropped_tokens > 0 for e in encoded)
-            counts["dropped"] += sum(e.dropped_tokens for e in encoded)
+            counts["truncated"] += sum(e.dropped > 0 for e in encoded)
+            counts["dropped"] += sum(e.dropped for e in encoded)
     temporary.replace(folder / TEXTS_FILE)
+    temporary_tokens.replace(folder / TOKENS_FILE)
     plan = Plan(passages=counts["passages"], tokens=counts["tokens"],
                 truncated=counts["truncated"], dropped_tokens=counts["dropped"],
                 token_limit=limit_tokens, batches=counts["batches"], blocks=counts["blocks"] + 1,
@@ -192,36 +230,46 @@ def _windows(blocks: Iterator[list]) -> Iterator[list]:
 
 
 def planned_batches(folder: Path, blocks: set[int] | None = None) -> Iterator[PlannedBatch]:
-    """The planned batches in order, read from `folder`'s texts.parquet a few at a time (only
-    those of `blocks` when given)."""
-    import pyarrow.parquet as pq
-
+    """The planned batches in order, read from `folder`'s texts.parquet and tokens.parquet a
+    few at a time (only those of `blocks` when given)."""
     current: dict[str, list] | None = None
-    for chunk in pq.ParquetFile(folder / TEXTS_FILE).iter_batches(
-            batch_size=SORT_WINDOW, columns=["passage", "text", "text_pair", "batch", "block"]):
-        columns = chunk.to_pydict()
-        for passage, text, pair, batch, block in zip(columns["passage"], columns["text"],
-                                                     columns["text_pair"], columns["batch"],
-                                                     columns["block"]):
-            if blocks is not None and block not in blocks:
-                continue
-            if current is not None and current["batch"] != batch:
-                yield _batch(current)
-                current = None
-            if current is None:
-                current = {"batch": batch, "block": block, "passages": [], "texts": [],
-                           "pairs": []}
-            current["passages"].append(passage)
-            current["texts"].append(text)
-            current["pairs"].append(pair)
+    for row, tokens in zip(_rows(folder / TEXTS_FILE, ["passage", "text", "text_pair",
+                                                        "dropped_tokens", "batch", "block"]),
+                           _rows(folder / TOKENS_FILE, ["input_ids", "type_ids", "segments",
+                                                        "specials"]), strict=True):
+        passage, text, pair, dropped, batch, block = row
+        if blocks is not None and block not in blocks:
+            continue
+        if current is not None and current["batch"] != batch:
+            yield _batch(current)
+            current = None
+        if current is None:
+            current = {"batch": batch, "block": block, "passages": [], "texts": [],
+                       "pairs": [], "tokens": []}
+        current["passages"].append(passage)
+        current["texts"].append(text)
+        current["pairs"].append(pair)
+        ids, types, segments, specials = tokens
+        current["tokens"].append(PlannedTokens(
+            tuple(ids), None if types is None else tuple(types), tuple(segments),
+            tuple(specials), dropped))
     if current is not None:
         yield _batch(current)
+
+
+def _rows(path: Path, columns: list[str]) -> Iterator[tuple]:
+    """The rows of a Parquet file's `columns`, read SORT_WINDOW at a time."""
+    import pyarrow.parquet as pq
+
+    for chunk in pq.ParquetFile(path).iter_batches(batch_size=SORT_WINDOW, columns=columns):
+        values = chunk.to_pydict()
+        yield from zip(*(values[name] for name in columns))
 
 
 def _batch(rows: dict) -> PlannedBatch:
     return PlannedBatch(number=rows["batch"], block=rows["block"],
                         passages=tuple(rows["passages"]), texts=tuple(rows["texts"]),
-                        pairs=tuple(rows["pairs"]))
+                        pairs=tuple(rows["pairs"]), tokens=tuple(rows["tokens"]))
 
 
 def _write_json(path: Path, value) -> None:

@@ -55,26 +55,30 @@ class CorpusFile:
         return FORMATS.get(self.path.suffix.lower(), "text")
 
 
-def describe(path: Path | str) -> CorpusFile:
-    """The file's name, size and SHA-256; CorpusInputError when it is missing or empty."""
+def describe(path: Path | str, name: str | None = None) -> CorpusFile:
+    """The file's name, size and SHA-256; CorpusInputError when it is missing or empty.
+    `name`: what the sentences call the file (the name a person uploaded it under), by default
+    its own."""
     path = Path(path)
+    name = name or path.name
     if not path.is_file():
         raise CorpusInputError(f"There is no corpus file at {path}.")
     size = path.stat().st_size
     if size == 0:
-        raise CorpusInputError(f"The corpus file {path.name} is empty.")
+        raise CorpusInputError(f"The corpus file {name} is empty.")
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         for chunk in iter(lambda: handle.read(HASH_CHUNK), b""):
             digest.update(chunk)
-    return CorpusFile(path, path.name, size, digest.hexdigest())
+    return CorpusFile(path, name, size, digest.hexdigest())
 
 
-def read_passages(path: Path | str, limit: int | None = None, most: int | None = None,
-                  block: int = READ_BLOCK) -> Iterator[list[Passage]]:
-    """The file's passages, `block` at a time. `limit`: only the first `limit` passages;
-    `most`: more than `most` passages is a CorpusInputError (an upload's bound)."""
-    found = describe(path)
+def read_passages(source: Path | str | CorpusFile, limit: int | None = None,
+                  most: int | None = None, block: int = READ_BLOCK) -> Iterator[list[Passage]]:
+    """The passages of the file at `source` (or described by it), `block` at a time. `limit`:
+    only the first `limit` passages; `most`: more than `most` passages is a CorpusInputError
+    (an upload's bound)."""
+    found = source if isinstance(source, CorpusFile) else describe(source)
     if found.format != "parquet":
         _check_text_bytes(found)
     rows = {"csv": _csv_rows, "jsonl": _jsonl_rows, "parquet": _parquet_rows}.get(
@@ -105,9 +109,10 @@ def read_passages(path: Path | str, limit: int | None = None, most: int | None =
         raise CorpusInputError(f"{found.name} holds no passage: every text in it is empty.")
 
 
-def count_passages(path: Path | str, limit: int | None = None, most: int | None = None) -> int:
+def count_passages(source: Path | str | CorpusFile, limit: int | None = None,
+                   most: int | None = None) -> int:
     """How many passages `read_passages` gives (reading the whole file once)."""
-    return sum(len(block) for block in read_passages(path, limit, most))
+    return sum(len(block) for block in read_passages(source, limit, most))
 
 
 def _check_text_bytes(found: CorpusFile) -> None:

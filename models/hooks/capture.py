@@ -253,7 +253,13 @@ def run_streamed(model: nn.Module, inputs: dict[str, torch.Tensor],
     run = Run(edits=edits, plan=plan,
               stop_at=None if stop_after is None else points.z(stop_after))
     base = getattr(model, "base_model", model)  # a long input's (T, V) logits are not wanted
-    run_model(base, forward_inputs(model, inputs), run)
+    try:
+        run_model(base, forward_inputs(model, inputs), run)
+    finally:
+        # `collect` reads `run`, whose edits hold `collect`: a reference cycle that kept `sink`
+        # (and all it holds: a corpus batch's reducers, tens of MB) alive until Python's cyclic
+        # collector happened to run. Emptying the closure's cell breaks it.
+        run = None
     if not captured[0]:
         raise RuntimeError(f"{type(model).__name__} ran no captured attention")
     return captured[0]

@@ -11,7 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from models.corpus.job import JobSettings, run_corpus
-from models.corpus.reading import CorpusInputError, Passage, count_passages, read_passages
+from models.corpus.reading import CorpusInputError, Passage, count_passages, describe, \
+    read_passages
 from models.corpus.ray_engine import RAY_MISSING, check_ray
 from tests.corpus.support import PASSAGES, write_lines
 
@@ -63,6 +64,13 @@ def test_a_bad_file_is_one_sentence(tmp_path, name, content, message):
     with pytest.raises(CorpusInputError, match=message) as error:
         count_passages(path)
     assert str(error.value).count(". ") == 0 and str(error.value).endswith(".")
+    assert name in str(error.value)
+    # A file kept under another name (an upload) is named as the person called it.
+    kept = tmp_path / f"upload-0123{path.suffix}"
+    kept.write_bytes(content)
+    with pytest.raises(CorpusInputError, match=message) as error:
+        count_passages(describe(kept, f"my {name}"))
+    assert f"my {name}" in str(error.value) and kept.name not in str(error.value)
 
 
 def test_a_parquet_file_without_a_text_column_is_refused(tmp_path):
@@ -83,8 +91,8 @@ def test_a_failed_job_leaves_nothing_that_looks_finished(tmp_path, encoder_runne
     bad = tmp_path / "bad.csv"
     bad.write_text("sentence\nThe cat sat.\n", encoding="utf-8")
     out = tmp_path / "out"
-    with pytest.raises(CorpusInputError, match="no 'text' column"):
-        run_corpus(bad, out, loaded=encoder_runner)
+    with pytest.raises(CorpusInputError, match="^people.csv has no 'text' column"):
+        run_corpus(bad, out, loaded=encoder_runner, name="people.csv")
     assert not out.exists()
     out.mkdir()
     (out / "notes.txt").write_text("mine", encoding="utf-8")
@@ -96,8 +104,9 @@ def test_a_failed_job_leaves_nothing_that_looks_finished(tmp_path, encoder_runne
 def test_a_passage_longer_than_the_limit_is_cut_and_counted(tmp_path, encoder_runner):
     out = tmp_path / "out"
     summary = run_corpus(write_lines(tmp_path), out, loaded=encoder_runner,
-                         settings=JobSettings(max_tokens=12))
+                         settings=JobSettings(max_tokens=12), name="my passages.txt")
     corpus = summary["corpus"]
+    assert corpus["name"] == "my passages.txt"
     lengths = [len(encoder_runner.encode(text)[0].tokens) for text in PASSAGES]
     assert corpus["token_limit"] == 12
     assert corpus["truncated_passages"] == sum(n > 12 for n in lengths) > 0

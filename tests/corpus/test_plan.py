@@ -1,0 +1,66 @@
+"""The plan tokenizes each passage once and the batches are built from its ids: every planned
+batch's inputs equal those padded from a fresh `loaded.encode` of its passages (same ids,
+special tokens, sentence-pair segments and truncation at the token limit), for an encoder and a
+causal decoder; and a work folder planned before the ids were kept is planned again."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from models.corpus.batch_pass import encoded_text, padded_inputs
+from models.corpus.plan import PLAN_FILE, TOKENS_FILE, Plan, make_plan, planned_batches
+from models.corpus.reading import describe
+from tests.corpus.support import PASSAGES
+
+LIMIT = 12  # shorter than the longest passages: some are cut
+PAIRS = {1: "He came back later.", 4: "It was a long day for everyone, the dog included.",
+         9: "Then sun."}
+
+
+def write_pairs(folder) -> object:
+    path = folder / "pairs.jsonl"
+    path.write_text("\n".join(json.dumps({"text": text, "text_pair": PAIRS.get(index)})
+                              for index, text in enumerate(PASSAGES)) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("runner", ["encoder_runner", "decoder_runner"])
+def test_planned_batches_equal_a_fresh_tokenization(request, tmp_path, runner):
+    loaded = request.getfixturevalue(runner)
+    plan = make_plan(loaded, describe(write_pairs(tmp_path)), tmp_path, batch_size=4,
+                     max_tokens=LIMIT)
+    assert plan.token_limit == LIMIT and plan.truncated > 0
+    batches = list(planned_batches(tmp_path))
+    assert sorted(p for batch in batches for p in batch.passages) == list(range(len(PASSAGES)))
+    padded = paired = 0
+    for batch in batches:
+        fresh = [loaded.encode(text, pair, LIMIT)[0] for text, pair in zip(batch.texts,
+                                                                           batch.pairs)]
+        planned = [encoded_text(loaded, tokens) for tokens in batch.tokens]
+        for mine, theirs in zip(planned, fresh, strict=True):
+            assert mine.tokens == theirs.tokens
+            assert mine.special_positions == theirs.special_positions
+            assert mine.segment_ids == theirs.segment_ids
+            assert mine.dropped_tokens == theirs.dropped_tokens
+            paired += any(mine.segment_ids)
+        ours, reference = padded_inputs(loaded, planned), padded_inputs(loaded, fresh)
+        assert ours.keys() == reference.keys()
+        for name, value in reference.items():
+            if isinstance(value, torch.Tensor):
+                assert ours[name].dtype == value.dtype, name
+                assert torch.equal(ours[name], value), name
+            else:
+                assert ours[name] is value, name
+        padded += bool((reference["attention_mask"] == 0).any())
+    assert padded > 0 and paired > 0  # the comparison covered padding and sentence pairs
+
+
+def test_a_plan_without_its_token_ids_is_planned_again(tmp_path, encoder_runner):
+    corpus = describe(write_pairs(tmp_path))
+    plan = make_plan(encoder_runner, corpus, tmp_path, batch_size=4)
+    assert Plan.load(tmp_path) == plan
+    (tmp_path / TOKENS_FILE).unlink()  # as an older version left its work folder
+    assert (tmp_path / PLAN_FILE).is_file() and Plan.load(tmp_path) is None
