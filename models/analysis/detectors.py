@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models.analysis.layer_pass import LayerRows
+from models.analysis.layer_pass import LayerRows, Parts
 from models.analysis.reducer import (EMPTY_ROW_WEIGHT, LayerLog, PassReducer, reduce_record,
                                      row_mean)
-from models.analysis.token_batch import ItemTokens, TokenBatch
+from models.analysis.token_batch import ItemTokens, TokenBatch, equal_token_pairs  # noqa: F401
 from models.hooks.record import AttentionRecord
 
 PREVIOUS_TOKEN = ("Previous-token score: the weight each query token puts on the token just "
@@ -54,30 +54,16 @@ class NotMeasurable(ValueError):
     """The input has nothing this detector can measure; the message is one sentence."""
 
 
-def equal_token_pairs(codes: np.ndarray, special: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(P,) queries and (P,) keys: every pair key < query of equal tokens (equal `codes`),
-    neither special. Grouped by token, then by query; each query's pairs side by side."""
-    positions = np.flatnonzero(~np.asarray(special, dtype=bool)).astype(np.int64)
-    if positions.size == 0:
-        return positions, positions
-    group = np.asarray(codes)[positions]
-    order = np.argsort(group, kind="stable")  # by token, each group's positions ascending
-    ordered, ordered_group = positions[order], group[order]
-    starts = np.flatnonzero(np.r_[True, ordered_group[1:] != ordered_group[:-1]])
-    group_start = np.repeat(starts, np.diff(np.r_[starts, ordered.size]))  # (N,)
-    earlier = np.arange(ordered.size) - group_start  # occurrences before each one
-    queries = np.repeat(ordered, earlier)  # (P,)
-    first_pair = np.repeat(np.cumsum(earlier) - earlier, earlier)  # (P,)
-    offset = np.arange(queries.size) - first_pair  # 0 .. earlier - 1 within each query
-    keys = ordered[np.repeat(group_start, earlier) + offset]  # (P,)
-    return queries, keys
-
-
 def _pair_scores(maps: np.ndarray, live: np.ndarray, queries: np.ndarray,
-                 keys: np.ndarray) -> np.ndarray:
+                 keys: np.ndarray, share: np.ndarray | None = None) -> np.ndarray:
     """(H,) mean over the live queries that have pairs of each query's weight on its keys
-    (pairs grouped by query), reading only the pairs' cells, PAIR_CHUNK at a time."""
+    (pairs grouped by query), reading only the pairs' cells, PAIR_CHUNK at a time; or from
+    `share` (H, Q), those weights already summed (by the layer's pass)."""
     heads, count = live.shape
+    counted = np.zeros(count, dtype=bool)
+    counted[queries] = True
+    if share is not None:
+        return _clipped_mean(share, live & counted)
     share = np.zeros((heads, count))  # (H, Q) weight on each query's keys
     starts = np.flatnonzero(np.r_[True, queries[1:] != queries[:-1]])  # each query's pairs
     chunks = np.unique(starts[np.searchsorted(starts, np.arange(0, queries.size, PAIR_CHUNK),
@@ -87,8 +73,6 @@ def _pair_scores(maps: np.ndarray, live: np.ndarray, queries: np.ndarray,
         gathered = maps[:, queries[first:end], keys[first:end]]  # (H, chunk)
         share[:, queries[inside]] = np.add.reduceat(gathered.astype(np.float64), inside - first,
                                                     axis=1)
-    counted = np.zeros(count, dtype=bool)
-    counted[queries] = True
     return _clipped_mean(share, live & counted)
 
 
@@ -96,34 +80,39 @@ def _clipped_mean(share: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return np.clip(row_mean(share, rows), 0.0, 1.0)
 
 
-def previous_token(maps: np.ndarray, live: np.ndarray, item: ItemTokens) -> np.ndarray:
+def previous_token(maps: np.ndarray, live: np.ndarray, item: ItemTokens,
+                   rows: LayerRows | None = None) -> np.ndarray:
     if item.keys < 2:
         raise NotMeasurable(TOO_SHORT_PREVIOUS)
     previous = np.diagonal(maps, offset=-1, axis1=1, axis2=2)  # (H, Q-1): query q+1, key q
     return _clipped_mean(previous, live[:, 1:])
 
 
-def duplicate_token(maps: np.ndarray, live: np.ndarray, item: ItemTokens) -> np.ndarray:
-    queries, keys = equal_token_pairs(item.codes, item.special)
+def duplicate_token(maps: np.ndarray, live: np.ndarray, item: ItemTokens,
+                    rows: LayerRows | None = None) -> np.ndarray:
+    queries, keys = item.equal_token_pairs
     if queries.size == 0:
         raise NotMeasurable(NO_DUPLICATES)
-    return _pair_scores(maps, live, queries, keys)
+    return _pair_scores(maps, live, queries, keys, None if rows is None else rows.equal_tokens)
 
 
-def induction(maps: np.ndarray, live: np.ndarray, item: ItemTokens) -> np.ndarray:
-    queries, keys = equal_token_pairs(item.codes, item.special)
+def induction(maps: np.ndarray, live: np.ndarray, item: ItemTokens,
+              rows: LayerRows | None = None) -> np.ndarray:
+    queries, keys = item.equal_token_pairs
     if queries.size == 0:
         raise NotMeasurable(NO_INDUCTION)
     return _pair_scores(maps, live, queries, keys + 1)  # the key after each earlier occurrence
 
 
-def first_token(maps: np.ndarray, live: np.ndarray, item: ItemTokens) -> np.ndarray:
+def first_token(maps: np.ndarray, live: np.ndarray, item: ItemTokens,
+                rows: LayerRows | None = None) -> np.ndarray:
     if item.keys < 2:
         raise NotMeasurable(TOO_SHORT_FIRST)
     return _clipped_mean(maps[:, 1:, 0], live[:, 1:])  # the first token on itself says nothing
 
 
-def separator(maps: np.ndarray, live: np.ndarray, item: ItemTokens) -> np.ndarray:
+def separator(maps: np.ndarray, live: np.ndarray, item: ItemTokens,
+              rows: LayerRows | None = None) -> np.ndarray:
     later = [p for p in item.special_positions.tolist() if p > 0]
     if not later:
         raise NotMeasurable(NO_SEPARATOR)
@@ -133,12 +122,12 @@ def separator(maps: np.ndarray, live: np.ndarray, item: ItemTokens) -> np.ndarra
 @dataclass(frozen=True)
 class Detector:
     """One detector: its name, its definition for the page, its measure of one input's layer
-    ((H, Q, K) maps, (H, Q) live rows, the input's tokens -> (H,) scores, or NotMeasurable), and
-    which input it reads."""
+    ((H, Q, K) maps, (H, Q) live rows, the input's tokens, the layer's pass -> (H,) scores, or
+    NotMeasurable), and which input it reads."""
 
     name: str
     definition: str
-    measure: Callable[[np.ndarray, np.ndarray, ItemTokens], np.ndarray]
+    measure: Callable[[np.ndarray, np.ndarray, ItemTokens, LayerRows | None], np.ndarray]
     on_repeated_tokens: bool  # True: read the random repeated sequence, else the sentence
 
     def score(self, record: AttentionRecord) -> np.ndarray:
@@ -204,6 +193,12 @@ class Detectors(PassReducer):
         self._log: LayerLog[dict[str, np.ndarray | str]] = LayerLog()
         self._heads = 0
 
+    @property
+    def parts(self) -> Parts:
+        """The duplicate-token weights are summed by the layer's pass (each block's pairs read
+        while the block is in the processor's cache)."""
+        return Parts(equal_tokens="duplicate-token" in self.names)
+
     def take(self, layer: int, maps: np.ndarray, tokens: TokenBatch,
              rows: Sequence[LayerRows], norms: np.ndarray | None = None) -> None:
         tokens.check(maps)
@@ -211,16 +206,17 @@ class Detectors(PassReducer):
             raise ValueError("the head detectors need square maps (self-attention)")
         self._heads = maps.shape[1]
         self._log.put(layer, [self._measure(tokens.cut(maps, index), tokens.item(index),
-                                            rows[index].row_sums > EMPTY_ROW_WEIGHT)
+                                            rows[index])
                               for index in range(tokens.batch_size)])
 
     def _measure(self, maps: np.ndarray, item: ItemTokens,
-                 live: np.ndarray) -> dict[str, np.ndarray | str]:
-        """Every detector's (H,) scores of one input's layer, given its (H, Q) live rows."""
+                 rows: LayerRows) -> dict[str, np.ndarray | str]:
+        """Every detector's (H,) scores of one input's layer, given its pass."""
+        live = rows.row_sums > EMPTY_ROW_WEIGHT  # (H, Q)
         scores: dict[str, np.ndarray | str] = {}
         for name in self.names:
             try:
-                scores[name] = DETECTORS_BY_NAME[name].measure(maps, live, item)
+                scores[name] = DETECTORS_BY_NAME[name].measure(maps, live, item, rows)
             except NotMeasurable as reason:
                 scores[name] = str(reason)
         return scores

@@ -39,7 +39,8 @@ ROLLOUT_CELLS = 128
 SMALLEST_SPLIT = 256  # products of at most this many rows are taken whole
 
 
-def multiply_into(step: np.ndarray | torch.Tensor, product: np.ndarray | torch.Tensor) -> None:
+def multiply_into(step: np.ndarray | torch.Tensor, product: np.ndarray | torch.Tensor,
+                  triangular: bool = False) -> None:
     """product <- step @ product, in place, for square (n, n) matrices (numpy arrays or tensors),
     in torch with its threads.
 
@@ -47,20 +48,22 @@ def multiply_into(step: np.ndarray | torch.Tensor, product: np.ndarray | torch.T
     causal model's are), the product is taken by blocks: C21 = A21 B11 + A22 B21, each a full
     block times a triangular one (`_times_lower`, `_lower_times`: half a full product each),
     and C11, C22 recursively, C12 = 0: about a sixth of a full product's arithmetic. Otherwise
-    it is one matrix product.
+    it is one matrix product. `triangular`: both are known to be lower-triangular (a causal map's
+    cells above the diagonal are zero by construction), so their upper blocks are not read.
     """
     step, product = as_tensor(step), as_tensor(product)
     size = step.shape[0]
     half = size // 2
-    if size <= SMALLEST_SPLIT or step[:half, half:].any() or product[:half, half:].any():
+    if size <= SMALLEST_SPLIT or not triangular and (step[:half, half:].any() or
+                                                     product[:half, half:].any()):
         product.copy_(step @ product)  # (n, n)
         return
     lower = torch.empty(size - half, half, dtype=product.dtype)  # (n - h, h)
     _times_lower(step[half:, :half], product[:half, :half], lower, accumulate=False)  # A21 B11
     _lower_times(step[half:, half:], product[half:, :half], lower, accumulate=True)  # + A22 B21
     product[half:, :half] = lower
-    multiply_into(step[half:, half:], product[half:, half:])
-    multiply_into(step[:half, :half], product[:half, :half])
+    multiply_into(step[half:, half:], product[half:, half:], triangular)
+    multiply_into(step[:half, :half], product[:half, :half], triangular)
 
 
 def _times_lower(full: torch.Tensor, lower: torch.Tensor, out: torch.Tensor,
@@ -171,16 +174,16 @@ class Rollout(PassReducer):
             raise ValueError("a batch's layers are added in order, from layer 0")
         pooled, exact = [], []
         for index, measured in enumerate(rows):
-            step = as_tensor(measured.head_sum)  # (Q, K) the heads' sum, this pass's own
+            step = as_tensor(measured.head_sum)  # (Q, K) the heads' sum, valid this layer
             step /= maps.shape[1]  # the heads' mean
             raw = pooled_rows(step, self.cells)
             kept_raw = step.numpy().copy() if self.keep_layers else None
             residual_step(step)
             product = self._products[index]
             if product is None:
-                product = self._products[index] = step
+                product = self._products[index] = step.clone()
             else:
-                multiply_into(step, product)
+                multiply_into(step, product, triangular=tokens.causal)
             pooled.append((raw, pooled_rows(product, self.cells)))
             if self.keep_layers:
                 exact.append((kept_raw, product.numpy().copy()))

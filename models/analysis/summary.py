@@ -155,6 +155,7 @@ class Summary(Reducer):
         self.rollout = Rollout(rollout_cells, keep_layers=exact_rollout, dtype=rollout_dtype)
         self.norm_shares: NormShares | None = None
         self.progress = progress
+        self._buffers: dict = {}  # the pass's memory, reused from one layer to the next
 
     def add(self, layer: int, maps: np.ndarray, tokens: TokenBatch,
             norms: np.ndarray | None = None) -> None:
@@ -167,7 +168,7 @@ class Summary(Reducer):
         reducers = (self.thumbnails, self.statistics, self.detectors, self.roles, self.rollout,
                     *(() if norms is None else (self.norm_shares,)))
         parts = functools.reduce(operator.or_, (reducer.parts for reducer in reducers))
-        rows = measure_batch(maps, tokens, parts, norms)  # one pass over the maps for all
+        rows = measure_batch(maps, tokens, parts, norms, self._buffers)  # one pass for all
         for reducer in reducers:
             reducer.take(layer, maps, tokens, rows, norms)
         if self.progress is not None:

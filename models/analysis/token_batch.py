@@ -14,6 +14,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -48,6 +49,18 @@ class ItemTokens:
     def special_positions(self) -> np.ndarray:
         """(S,) the special keys' positions, in order."""
         return np.flatnonzero(self.special)
+
+    @cached_property
+    def equal_token_pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """`equal_token_pairs` of this input's keys (computed once, read-only)."""
+        return _read_only(equal_token_pairs(self.codes, self.special))
+
+    @cached_property
+    def pairs_by_query(self) -> tuple[np.ndarray, np.ndarray]:
+        """The same pairs ordered by query (each query's keys in the order above)."""
+        queries, keys = self.equal_token_pairs
+        order = np.argsort(queries, kind="stable")
+        return _read_only((queries[order], keys[order]))
 
 
 @dataclass(frozen=True)
@@ -110,12 +123,19 @@ class TokenBatch:
         return (self.real if self.query_real is None else self.query_real).sum(axis=1)
 
     def item(self, index: int) -> ItemTokens:
-        """Input `index` cut to its real tokens."""
-        keys = int(self.lengths[index])
-        return ItemTokens(
-            queries=int(self.query_lengths[index]), keys=keys,
-            special=self.special[index, :keys], punctuation=self.punctuation[index, :keys],
-            codes=self.codes[index, :keys], causal=self.causal, rectangular=self.rectangular)
+        """Input `index` cut to its real tokens (the same object every time it is asked, so
+        what it computes of its tokens is computed once for every layer)."""
+        return self._items[index]
+
+    @cached_property
+    def _items(self) -> tuple[ItemTokens, ...]:
+        queries, lengths = self.query_lengths, self.lengths
+        return tuple(ItemTokens(
+            queries=int(queries[index]), keys=int(lengths[index]),
+            special=self.special[index, :lengths[index]],
+            punctuation=self.punctuation[index, :lengths[index]],
+            codes=self.codes[index, :lengths[index]], causal=self.causal,
+            rectangular=self.rectangular) for index in range(self.batch_size))
 
     def check(self, maps: np.ndarray) -> None:
         """Raise ValueError unless `maps` is (B, H, Q, K) for this batch."""
@@ -178,6 +198,32 @@ class TokenBatch:
                    punctuation=stacked("punctuation", False),
                    codes=stacked("codes", PADDING_CODE), causal=batches[0].causal,
                    query_real=query_real)
+
+
+def equal_token_pairs(codes: np.ndarray, special: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(P,) queries and (P,) keys: every pair key < query of equal tokens (equal `codes`),
+    neither special. Grouped by token, then by query; each query's pairs side by side."""
+    positions = np.flatnonzero(~np.asarray(special, dtype=bool)).astype(np.int64)
+    if positions.size == 0:
+        return positions, positions
+    group = np.asarray(codes)[positions]
+    order = np.argsort(group, kind="stable")  # by token, each group's positions ascending
+    ordered, ordered_group = positions[order], group[order]
+    starts = np.flatnonzero(np.r_[True, ordered_group[1:] != ordered_group[:-1]])
+    group_start = np.repeat(starts, np.diff(np.r_[starts, ordered.size]))  # (N,)
+    earlier = np.arange(ordered.size) - group_start  # occurrences before each one
+    queries = np.repeat(ordered, earlier)  # (P,)
+    first_pair = np.repeat(np.cumsum(earlier) - earlier, earlier)  # (P,)
+    offset = np.arange(queries.size) - first_pair  # 0 .. earlier - 1 within each query
+    keys = ordered[np.repeat(group_start, earlier) + offset]  # (P,)
+    return queries, keys
+
+
+
+def _read_only(arrays: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+    for array in arrays:
+        array.setflags(write=False)
+    return arrays
 
 
 def token_codes(tokens: Sequence[str]) -> np.ndarray:

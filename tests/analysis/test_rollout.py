@@ -85,10 +85,14 @@ def test_products_by_blocks_equal_one_matrix_product(monkeypatch, lower):
     if lower:
         step, product = np.tril(step), np.tril(product)
     expected = step.astype(np.float64) @ product
+    told = product.copy()
     multiply_into(step, product)
     np.testing.assert_allclose(product, expected, rtol=1e-5, atol=0)
     if lower:
         assert not np.triu(product, 1).any()
+        multiply_into(step, told, triangular=True)  # told: the upper blocks are not read
+        np.testing.assert_allclose(told, expected, rtol=1e-5, atol=0)
+        assert not np.triu(told, 1).any()
 
 
 def test_a_real_decoders_rollout_by_blocks_is_its_definition(decoder_runner, monkeypatch):
