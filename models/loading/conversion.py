@@ -26,7 +26,6 @@ from pathlib import Path
 
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 
 from models.loading.conversion_cache import (CACHE_ENV, CACHE_FORMAT, MANIFEST, Progress, cache_root,
                                      conversion_lock, file_sha256, is_complete, manifest_stamp,
@@ -162,6 +161,9 @@ def _convert_gguf(gguf_path: Path, target: Path, report: Progress) -> dict[str, 
             skeleton = AutoModelForCausalLM.from_config(config)
     config.architectures = [type(skeleton).__name__]
     report(0.2, "Dequantising SmolLM2's 4-bit weights to float32…")
+    # imported here: it loads six tokenizer families (~0.9 s), which only a conversion needs
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
     tensors = load_gguf_checkpoint(str(gguf_path), return_tensors=True,
                                    model_to_load=skeleton)["tensors"]
     report(0.7, "Reading SmolLM2's tokenizer…")

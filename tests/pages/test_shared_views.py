@@ -82,7 +82,8 @@ def test_the_first_page_does_not_import_what_only_other_pages_need():
     # training code (the deck's plain parsing, models.teaching.decks, is imported with the menu)
     later = ("bertviz", "IPython", "sklearn", "umap", "viz.bertviz_views", "ui.finetune_cache",
              "models.teaching.trained_translator", "models.teaching.seq2seq_training",
-             "models.teaching.span_training", "models.teaching.layer_walk")
+             "models.teaching.span_training", "models.teaching.layer_walk",
+             "transformers.modeling_gguf_pytorch_utils")  # a GGUF conversion only
     tops = sorted({name.split(".")[0] for name in later} | {"viz", "ui", "models"})
     code = START_IMPORTS.format(app=str(ROOT / "app.py"), names=set(tops))
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
