@@ -48,10 +48,11 @@ def app_url():
         yield url
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
-    """Headless Chromium, offline (tests/browser_support.py), one per session (per worker); each
-    test opens its own context."""
+    """Headless Chromium, offline (tests/browser_support.py), one per test module (Playwright's
+    sync API holds an event loop while it lives, which asyncio code in other modules cannot share);
+    each test opens its own context."""
     from tests.browser_support import launch_chromium
 
     with launch_chromium() as chromium:

@@ -132,6 +132,8 @@ def test_the_page_passes_axe_in_both_themes_with_named_figures(app_url, page, pa
     """Light: the page opened by its address. Presenter mode: opened by its link with
     `present=true`, as a prepared slide opens."""
     visit(page, app_url, path, heading)
+    if path not in NO_PLOTLY_ON_OPEN:  # its figures drawn, not only the first thing on the page
+        page.locator('[data-testid="stPlotlyChart"] .main-svg').first.wait_for(timeout=SLOW_MS)
     settle(page)
     problems = blocking_violations(page, f"/{path} light")
     light, named = figure_problems(page, f"/{path} light")

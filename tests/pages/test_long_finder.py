@@ -15,6 +15,7 @@ from models.hooks.record import AttentionRecord
 from models.hooks.streaming import stream
 from tests.app_support import array, figures, run_page, texts
 from tests.long_support import full_record
+from viz.labels import display_tokens
 
 WORDS = ("time flies like an arrow , fruit flies like a banana . " * 400).split()
 # More tokens than the decoder's full trace keeps (352); the words asked about come after them.
@@ -91,11 +92,12 @@ def test_the_page_ranks_heads_over_a_long_input_whole(long_record):
                                atol=1e-5)
     strongest = strongest_keys(long_record, query.positions)
     layer, head = int(table["layer"].iloc[0]), int(table["head"].iloc[0])
-    assert table["strongest key"].iloc[0] == long_record.tokens[strongest[layer, head]]
+    words = display_tokens(long_record.tokens)  # the page names tokens as words
+    assert table["strongest key"].iloc[0] == words[strongest[layer, head]]
     (grid,) = figures(at)
     np.testing.assert_allclose(array(grid["data"][0]["z"]), expected, atol=1e-5)
     shown = texts(at)
-    assert "Query: 'Ġhe' at position 425" in shown and "ĠMario #420" in shown
+    assert "Query: 'he' at position 425" in shown and "Mario #420" in shown
     assert f"all {long_record.num_tokens:,} tokens" in shown
     assert "were dropped" not in shown  # the full trace (and its notice) never ran
     at.button(key=f"finder_open_{layer}_{head}").click().run()
