@@ -86,7 +86,7 @@ def test_first_use_trains_and_a_fresh_process_reads_it_back(default_model, tmp_p
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["2", repr(first.result.held_out_accuracy)]
     np.testing.assert_allclose(np.load(stored), saved, atol=0, rtol=0)
-    np.testing.assert_allclose(np.load(shown), saved, atol=1e-6)
+    np.testing.assert_allclose(np.load(shown), saved, atol=1e-5)
 
     again = load_or_train(default_model.model, default_model.tokenizer, data, QUICK, key,
                           cache_dir=tmp_path)
@@ -94,7 +94,7 @@ def test_first_use_trains_and_a_fresh_process_reads_it_back(default_model, tmp_p
     texts, _ = data.part(held_out=True)
     np.testing.assert_allclose(held_out_probabilities(again.result.classifier,
                                                       default_model.tokenizer, texts, 64),
-                               saved, atol=1e-6)
+                               saved, atol=1e-5)
     np.testing.assert_array_equal(again.result.initial_head.weight.detach().numpy(),
                                   first.result.initial_head.weight.detach().numpy())
     assert again.result.epochs == first.result.epochs
@@ -140,7 +140,7 @@ def test_a_damaged_copy_is_trained_again(default_model, tmp_path, counted, damag
                           cache_dir=tmp_path)
     assert again.trained and counted == [1, 1]
     np.testing.assert_allclose(again.result.held_out_after, first.result.held_out_after,
-                               atol=1e-6)  # seeded: the same model again
+                               atol=1e-5)  # seeded: the same model again
     read = load_or_train(default_model.model, tokenizer, data, QUICK_SCRATCH, key,
                          cache_dir=tmp_path)
     assert not read.trained and counted == [1, 1]
