@@ -127,6 +127,9 @@ def test_every_page_in_presenter_mode_keeps_its_text_inside_and_apart(app_url, b
         _open_presenting(page, app_url, path, heading)
         page.wait_for_function("""() => [...document.querySelectorAll('style')]
             .some(s => s.textContent.includes('html { font-size: 18px; }'))""", timeout=30_000)
+        if path not in NO_PLOTLY_ON_OPEN:  # a run the presenter link started may still draw
+            page.locator(".js-plotly-plot .main-svg").first.wait_for(timeout=SLOW_MS)
+            wait_idle(page, SLOW_MS)
         assert page.locator('[data-testid="stException"]').count() == 0, name
         assert page.get_by_text(GUARD_MESSAGE).count() == 0, name
         figures = page.locator(".js-plotly-plot").count()
