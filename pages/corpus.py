@@ -42,7 +42,7 @@ if result is not None:
     cut = (f" {corpus['truncated_passages']:,} passages were cut to {corpus['token_limit']} "
            "tokens." if corpus["truncated_passages"] else "")
     st.caption(f"{plain(result.corpus_name)}: {corpus['passages']:,} passages, "
-               f"{corpus['tokens']:,} tokens · {result.model_label} · written "
+               f"{corpus['tokens']:,} tokens · {plain(result.model_label)} · written "
                f"{corpus_cache.timestamp(result)}.{cut}")
     shape = result.shape
 

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.app_support import APP, TIMEOUT_S, array, assert_no_failure, figures, texts
+from tests.app_support import APP, TIMEOUT_S, array, assert_no_failure, figures, shown, texts
 from tests.corpus.support import PASSAGES, write_lines
 from ui import corpus_cache
 from viz.corpus import BY_LABEL, BY_TOKEN, heads_layout_figure, measure_map, points_figure
@@ -94,3 +94,29 @@ def test_100000_points_are_drawn_with_webgl():
     assert sum(len(trace.x) for trace in by_token.data) == 2 * count
     with pytest.raises(ValueError, match="queries and"):
         points_figure(plane[:10], tokens, tokens, tokens, 0, 0)
+
+
+def test_the_model_label_and_corpus_name_are_shown_as_typed(small_shipped_corpus):
+    """A label with Markdown in it (a folder's name, a Hugging Face id) is shown as text."""
+    import json
+
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    at.switch_page("pages/corpus.py")
+    at.run()
+    assert_no_failure(at)
+    (summary_path,) = (small_shipped_corpus / "analyses").rglob("corpus.json")
+    summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    summary["model"]["label"] = "**bold** [a link](http://example.org) _x_"
+    summary_path.write_text(json.dumps(summary), encoding="utf-8")
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT_S)
+    at.switch_page("pages/corpus.py")
+    at.session_state["corpus_source"] = "A folder from the command line"
+    at.session_state["corpus_folder"] = str(summary_path.parent)
+    at.run()
+    assert_no_failure(at)
+    (caption,) = [element.value for element in at.caption if "passages" in element.value
+                  and "tokens ·" in element.value]
+    assert summary["model"]["label"] in shown(caption)
+    assert "**bold**" not in caption and "](" not in caption  # escaped, not Markdown
