@@ -47,11 +47,22 @@ def chart_config(key: str, figure_format: str) -> dict:
     return {"toImageButtonOptions": image, "displaylogo": False}
 
 
+def readable(figure: go.Figure) -> go.Figure:
+    """`readable_text(figure)`, marked so that `show` draws it as it is: a figure kept for
+    every session (ui.kept.kept_figure) is given its text colours once, not on every run (a
+    copy of a many-panel figure costs a cached view's run most of its time)."""
+    result = readable_text(figure)
+    result._explorer_readable = True  # an underscore attribute: Plotly lets it be set
+    return result
+
+
 def show(figure: go.Figure, key: str, container=st, **plotly_chart_kwargs):
     """Draw `figure` in `container` (a column, a tab, the page) as the sidebar asks, named for
     screen readers by its text alternative (its title and what it shows, viz.describe)."""
     settings = presentation()
-    shown = readable_text(themed(figure, settings.presenter, settings.palette))
+    shown = themed(figure, settings.presenter, settings.palette)
+    if not getattr(shown, "_explorer_readable", False):  # a themed copy is never marked
+        shown = readable_text(shown)
     config = {**chart_config(key, settings.figure_format), **plotly_chart_kwargs.pop("config", {})}
     alt = plotly_chart_kwargs.pop("alt", None) or describe(figure)
     return container.plotly_chart(shown, key=key, config=config, alt=alt, **plotly_chart_kwargs)

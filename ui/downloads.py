@@ -26,6 +26,7 @@ from models.hooks.record import AttentionRecord
 from models.limits import CHEAP_EXPORT_BYTES, EXACT_MAP_TOKENS, MAX_EXPORT_BYTES
 from ui.charts import PNG_SCALE, presentation
 from ui.export_files import FINGERPRINTS, ExportFile, ExportTooLarge, store
+from ui.kept import head_key, kept_figure
 from viz.export import (JSON_DECIMALS, array_npz_bound, file_stem, head_csv_bound,
                         layer_json_bound, record_npz_bound, safe_stem, write_head_csv,
                         write_head_npz, write_layer_json, write_record_npz,
@@ -272,7 +273,9 @@ def head_figure_downloads(attention, layer: int, head: int, prefix: str) -> None
     """The head map the page shows, as files (an input short enough to be drawn exactly)."""
     if attention.num_tokens > EXACT_MAP_TOKENS:
         return
-    figure = matrix_heatmap(attention.head(layer, head), attention.tokens,
-                            f"Layer {layer} · Head {head}")
+    title = f"Layer {layer} · Head {head}"
+    figure = kept_figure(attention, head_key(layer, head, title),  # the page's own map
+                         lambda: matrix_heatmap(attention.head(layer, head), attention.tokens,
+                                                title))
     figure_downloads(figure, title_for("Attention map", attention.tokens, layer, head),
                      f"{safe_stem(attention.label)}_L{layer}H{head}_map", prefix)

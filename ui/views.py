@@ -8,51 +8,24 @@ tokens only, so a page calls `head_map` and never asks how the input was read.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
-import plotly.io
 import streamlit as st
 
 from models.analysis.pooling import pool
 from models.hooks.access import Attention
 from models.limits import EXACT_MAP_TOKENS
 from ui import charts
+from ui.kept import KeptFigure, head_key, kept_figure  # noqa: F401 (views.kept_figure, views.KeptFigure)
 from ui.downloads import export_buttons, long_export_buttons
 from viz.head_analysis import norm_heatmap
 from viz.heatmap import heads_grid, matrix_heatmap
 from viz.rollout import long_rollout_figures
 from viz.rollout import rollout_figures as exact_rollout_figures
 from viz.long_view import WINDOW_TOKENS, fit_half_width, pooled_head_figure, window_figure
-
-
-@dataclass(frozen=True)
-class KeptFigure:
-    """A figure built once for a view and shown to every session asking for the same view: it
-    is never changed once built (charts.show themes a copy). Counted in the trace store by the
-    length of its JSON, which is what it holds and what each showing sends."""
-
-    figure: go.Figure
-    json_bytes: int
-
-    @property
-    def nbytes(self) -> int:
-        return self.json_bytes
-
-
-def kept_figure(attention: Attention, key: tuple[Hashable, ...],
-                build: Callable[[], go.Figure]) -> go.Figure:
-    """`build()`'s figure for this input and `key` (everything `build` reads besides the input),
-    built once per server and kept with the input's other results (`attention.remember`, the
-    byte-bounded trace store): a second session opening the same view draws it without building
-    it again. Nothing may change the figure it returns."""
-    def built() -> KeptFigure:
-        figure = build()
-        return KeptFigure(figure, len(plotly.io.to_json(figure, validate=False)))
-    return attention.remember(("figure", *key), built).figure
 
 
 def window_start(label: str, last: int, key: str, default: int, container) -> int:
@@ -79,7 +52,7 @@ def head_map(attention: Attention, layer: int, head: int, prefix: str, container
         def exact_map() -> go.Figure:
             figure = matrix_heatmap(weights, attention.tokens, title)
             return fit_half_width(figure) if half_width else figure
-        charts.show(kept_figure(attention, ("head", layer, head, title, half_width), exact_map),
+        charts.show(kept_figure(attention, head_key(layer, head, title, half_width), exact_map),
                     key=f"{prefix}_heatmap", container=container)
         return weights
     whole, window = (container, container) if half_width else container.columns(2, gap="medium")

@@ -43,6 +43,31 @@ def test_a_second_session_draws_the_same_view_without_building_its_figures(monke
     assert (len(heads), len(grids)) == (2, 1)
 
 
+def test_a_kept_figure_gets_its_text_colours_once_and_every_session_sees_them(monkeypatch):
+    from ui import charts
+    from viz.style import FIGURE_TEXT_COLOR
+
+    text = "Each run draws the kept figures as they are."
+    copies: list[int] = []
+    readable_text = charts.readable_text
+
+    def counted(figure):
+        copies.append(1)
+        return readable_text(figure)
+
+    monkeypatch.setattr(charts, "readable_text", counted)
+    first = run_page(text=text, state={"maps_layer": 0, "maps_head": 1})
+    assert len(copies) == 2  # the head's map and the layer's grid, when they are built
+    second = run_page(text=text, state={"maps_layer": 0, "maps_head": 1})
+    assert len(copies) == 2  # a second session: no copy made again
+    assert figures(second) == figures(first)
+    for figure in figures(second):
+        axes = [value for name, value in figure["layout"].items() if name[1:5] == "axis"]
+        assert axes and all(axis["tickfont"]["color"] == FIGURE_TEXT_COLOR for axis in axes)
+    run_page(text=text, state={"maps_layer": 0, "maps_head": 1, charts.PRESENTER: True})
+    assert len(copies) == 4  # presenter mode themes a copy, which is then made readable
+
+
 def test_a_kept_figure_is_counted_by_its_json_in_the_bounded_trace_store():
     text = "The store counts what a figure holds."
     run_page(text=text, state={"maps_layer": 1, "maps_head": 1})
