@@ -31,7 +31,7 @@ from viz.heatmap import attention_heatmap
 from viz.overview import all_heads_figure
 from viz.rollout import rollout_figures
 from viz.statistics import statistic_heatmap, statistics_csv
-from viz.style import themed
+from viz.theme import themed
 
 HEATMAP, ALL_HEADS, MODEL_VIEW, HEAD_VIEW, ROLLOUT, STATISTICS = (
     "heatmap", "all_heads", "model_view", "head_view", "rollout", "statistics")

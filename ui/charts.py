@@ -10,7 +10,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from viz.describe import describe
-from viz.style import SAFE_PALETTE, STANDARD_PALETTE, readable_text, themed
+from viz.style import SAFE_PALETTE, STANDARD_PALETTE
+from viz.theme import readable_text, themed
 
 # Session keys of the sidebar's Presenter section (ui.state.sidebar draws the widgets)
 PRESENTER = "sb_presenter"

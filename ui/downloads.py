@@ -34,7 +34,7 @@ from viz.export import (JSON_DECIMALS, array_npz_bound, file_stem, head_csv_boun
 from viz.export_figures import (HTML, IMAGE_FORMATS, PNG, bertviz_svg, figure_image,
                                 figures_html, title_for, titled_page)
 from viz.heatmap import matrix_heatmap
-from viz.style import themed
+from viz.theme import themed
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import pytest
 from axe_playwright_python.sync_playwright import Axe
 
 from tests.browser_support import NO_PLOTLY_ON_OPEN, PAGES, guard_requests, visit, wait_idle
-from viz.style import contrast_ratio
+from viz.palettes import contrast_ratio
 
 VIEWPORT = {"width": 1280, "height": 720}  # a projector's screen
 BLOCKING = ("serious", "critical")

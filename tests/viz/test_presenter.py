@@ -15,7 +15,7 @@ from models.hooks.record import AttentionRecord
 from tests.app_support import ROOT, figures, run_page
 from ui.charts import chart_config
 from ui.state import PRESENTER_CSS
-from viz import style
+from viz import palettes, style, theme
 from viz.heatmap import attention_heatmap, layer_heads_grid
 from viz.positions import sinusoid_heatmap
 from viz.predictions import candidate_bars
@@ -69,7 +69,7 @@ def test_presenter_text_colour_has_at_least_7_to_1_contrast_on_white():
     assert wcag_contrast("#777777", "#ffffff") == pytest.approx(4.48, abs=0.01)  # WCAG's example
     ratio = wcag_contrast(style.PRESENTER_TEXT_COLOR, "#ffffff")
     assert ratio >= 7.0
-    assert style.contrast_ratio(style.PRESENTER_TEXT_COLOR, "#ffffff") == pytest.approx(ratio)
+    assert palettes.contrast_ratio(style.PRESENTER_TEXT_COLOR, "#ffffff") == pytest.approx(ratio)
     for colour in ("#111111", "#333333"):  # the presenter CSS's text and caption colours
         assert colour in PRESENTER_CSS and wcag_contrast(colour, "#ffffff") >= 7.0
 
@@ -80,7 +80,7 @@ def test_presenter_text_colour_has_at_least_7_to_1_contrast_on_white():
 def test_presenter_mode_makes_every_text_large_and_dark(kind):
     figure = figure_kinds()[kind]
     before = json.loads(figure.to_json())
-    shown = style.themed(figure, presenter=True, palette=style.STANDARD_PALETTE)
+    shown = theme.themed(figure, presenter=True, palette=style.STANDARD_PALETTE)
     assert json.loads(figure.to_json()) == before  # the original is untouched
     layout = shown.layout
     dark = style.PRESENTER_TEXT_COLOR
@@ -108,9 +108,9 @@ def test_presenter_mode_makes_every_text_large_and_dark(kind):
 
 def test_nothing_asked_returns_the_same_figure_and_bad_palette_is_refused():
     figure = figure_kinds()["heatmap"]
-    assert style.themed(figure, presenter=False, palette=style.STANDARD_PALETTE) is figure
+    assert theme.themed(figure, presenter=False, palette=style.STANDARD_PALETTE) is figure
     with pytest.raises(ValueError):
-        style.themed(figure, presenter=False, palette="rainbow")
+        theme.themed(figure, presenter=False, palette="rainbow")
 
 
 # --- the colour-blind-safe palette ---------------------------------------------------------------
@@ -125,20 +125,20 @@ def _named(name: str) -> list[str]:
 
 def test_safe_palette_swaps_sequential_diverging_and_categorical_colours():
     kinds = figure_kinds()
-    heatmap = style.themed(kinds["heatmap"], presenter=False, palette=SAFE)
+    heatmap = theme.themed(kinds["heatmap"], presenter=False, palette=SAFE)
     # Blues runs light to dark; its replacement keeps that direction (reversed cividis).
     assert _scale_colours(heatmap.data[0].colorscale) == _named("cividis_r")
-    grid = style.themed(kinds["subplots"], presenter=False, palette=SAFE)
+    grid = theme.themed(kinds["subplots"], presenter=False, palette=SAFE)
     assert _scale_colours(grid.layout.coloraxis.colorscale) == _named("cividis_r")
-    diverging = style.themed(kinds["diverging"], presenter=False, palette=SAFE)
+    diverging = theme.themed(kinds["diverging"], presenter=False, palette=SAFE)
     assert _scale_colours(diverging.data[0].colorscale) == _named(style.SAFE_DIVERGING)
     okabe = {c.lower() for c in style.OKABE_ITO}
-    bars = style.themed(kinds["bars"], presenter=False, palette=SAFE)
+    bars = theme.themed(kinds["bars"], presenter=False, palette=SAFE)
     before = list(kinds["bars"].data[0].marker.color)
     after = [c.lower() for c in bars.data[0].marker.color]
     assert set(after) <= okabe and len(set(after)) == len(set(before)) == 2
     assert [a == after[0] for a in after] == [b == before[0] for b in before]  # same grouping
-    lines = style.themed(kinds["lines"], presenter=False, palette=SAFE)
+    lines = theme.themed(kinds["lines"], presenter=False, palette=SAFE)
     for trace in lines.data:
         colour = trace.line.color if trace.mode == "lines" else trace.marker.color
         assert colour.lower() in okabe
@@ -163,7 +163,7 @@ def _fits(figure, axis_name: str) -> tuple[int, float]:
 def test_600_words_keep_their_tick_labels_apart_and_every_cell_named_on_hover(presenter):
     words = WORDS_600.split()
     record = make_record(words, layers=1, heads=1)
-    figure = style.themed(attention_heatmap(record, 0, 0), presenter=presenter)
+    figure = theme.themed(attention_heatmap(record, 0, 0), presenter=presenter)
     for name in ("xaxis", "yaxis"):
         axis = figure.layout[name]
         font = axis.tickfont.size or figure.layout.font.size
@@ -185,7 +185,7 @@ def test_600_words_keep_their_tick_labels_apart_and_every_cell_named_on_hover(pr
 def test_short_inputs_keep_every_label():
     record = make_record(["[CLS]", *[f"w{i}" for i in range(20)], "[SEP]"], layers=1, heads=1)
     for presenter in (False, True):
-        figure = style.themed(attention_heatmap(record, 0, 0), presenter=presenter)
+        figure = theme.themed(attention_heatmap(record, 0, 0), presenter=presenter)
         assert len(figure.layout.xaxis.ticktext) == 22 and len(figure.layout.yaxis.ticktext) == 22
 
 

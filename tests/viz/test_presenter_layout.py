@@ -9,7 +9,7 @@ import re
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from viz import style
+from viz import style, theme
 
 LONG = "Mean |q·k| of random standard-normal vectors grows like √d as d grows"
 
@@ -35,11 +35,11 @@ def _steps() -> go.Figure:
 
 
 def test_stacked_rows_leave_room_for_the_labels_and_the_next_title():
-    shown = style.themed(_steps(), presenter=True)
+    shown = theme.themed(_steps(), presenter=True)
     layout = shown.layout
     domains = [layout[name].domain for name in ("yaxis", "yaxis2", "yaxis3")]
     plot_px = layout.height - layout.margin.t - layout.margin.b
-    band = style._tick_band_px(shown, layout.xaxis)
+    band = theme._tick_band_px(shown, layout.xaxis)
     for upper, lower in zip(domains, domains[1:]):
         assert upper[0] > lower[1]  # rows still in order, apart
         assert (upper[0] - lower[1]) * plot_px >= band + style.PRESENTER_FONT_PX
@@ -51,7 +51,7 @@ def test_stacked_rows_leave_room_for_the_labels_and_the_next_title():
 
 
 def test_a_title_wraps_and_the_top_margin_holds_it():
-    shown = style.themed(_steps(), presenter=True)
+    shown = theme.themed(_steps(), presenter=True)
     lines = shown.layout.title.text.split("<br>")
     assert len(lines) >= 2 and all(len(re.sub("<[^>]+>", "", line)) <=
                                    style.PRESENTER_TITLE_CHARS + 10 for line in lines)
@@ -65,7 +65,7 @@ def test_a_note_under_the_plot_moves_below_the_axis_title_with_its_own_margin():
     figure.update_layout(height=500, margin=dict(b=110), xaxis_title="d")
     figure.add_annotation(text=LONG + "<br>" + LONG, xref="paper", yref="paper", x=0, y=0,
                           yshift=-100, yanchor="bottom", showarrow=False)
-    note = style.themed(figure, presenter=True).layout
+    note = theme.themed(figure, presenter=True).layout
     annotation = note.annotations[0]
     assert annotation.yanchor == "top" and annotation.yshift <= -style.PRESENTER_NOTE_CLEARANCE_PX
     lines = annotation.text.count("<br>") + 1
@@ -77,4 +77,4 @@ def test_a_note_under_the_plot_moves_below_the_axis_title_with_its_own_margin():
 
 def test_a_colour_bar_title_stands_beside_the_bar():
     figure = go.Figure(go.Heatmap(z=[[0, 1], [1, 0]], colorbar=dict(title=dict(text="weight"))))
-    assert style.themed(figure, presenter=True).data[0].colorbar.title.side == "right"
+    assert theme.themed(figure, presenter=True).data[0].colorbar.title.side == "right"

@@ -1,5 +1,5 @@
 """Figure text that Streamlit's Plotly theme would draw in its light grey gets a colour with WCAG AA
-contrast; colours a figure or presenter mode chose stay (viz.style.readable_text)."""
+contrast; colours a figure or presenter mode chose stay (viz.theme.readable_text)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from tests.viz.test_presenter import wcag_contrast
-from viz.style import FIGURE_TEXT_COLOR, PRESENTER_TEXT_COLOR, readable_text, themed
+from viz.style import FIGURE_TEXT_COLOR, PRESENTER_TEXT_COLOR
+from viz.theme import readable_text, themed
 
 STREAMLIT_PLOTLY_GREY = "#808495"  # the colour Streamlit's Plotly theme gives axis text
 
