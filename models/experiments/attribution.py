@@ -23,8 +23,8 @@ import torch
 
 from models.experiments.contrast import LogitDifference, PromptPair
 from models.experiments.patching import (ATTN_OUT, HEAD, HEAD_POSITION, MLP_OUT, RESID_PRE,
-                                         PatchingTooLarge, checked_baseline, item_bytes,
-                                         metric_run)
+                                         checked_baseline, metric_run)
+from models.experiments.patching_cost import PatchingTooLarge, item_bytes
 from models.hooks import points
 from models.hooks.capture import num_layers
 from models.hooks.install import point_names

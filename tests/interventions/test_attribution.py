@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from models.experiments import attribution, patching
+from models.experiments import attribution, patching, patching_cost
 from models.experiments.attribution import agreement
 from tests.interventions.support import experiment, one_sentence
 
@@ -159,7 +159,7 @@ def test_an_attribution_too_large_for_its_budget_is_refused_with_its_size(reques
     found = experiment(request, "tiny_gpt2")
     need = attribution.attribution_bytes(found.loaded, found.pair.num_tokens)
     monkeypatch.setattr(attribution, "ATTRIBUTION_BYTES", need - 1)
-    with pytest.raises(patching.PatchingTooLarge) as raised:
+    with pytest.raises(patching_cost.PatchingTooLarge) as raised:
         attribution.attribution_patching(found.loaded, found.pair, found.difference)
     assert one_sentence(str(raised.value))
     assert f"about {need / 2**20:.0f} MB for its backward pass" in str(raised.value)

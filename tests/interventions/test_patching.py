@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from models.experiments import ablation, contrast, patching
+from models.experiments import ablation, contrast, patching, patching_cost
 from models.hooks import points
 from tests.interventions.support import CAPITAL, experiment, one_cell, one_sentence
 
@@ -207,9 +207,9 @@ def test_a_grid_beyond_the_byte_budget_is_refused_before_anything_runs(decoder_r
     monkeypatch.setattr(patching, "run_model", no_forward)
     message = refusal(lambda: patching.patching_grid(decoder_runner, pair, difference,
                                                      patching.RESID_PRE))
-    cost = patching.item_bytes(decoder_runner.model, pair.num_tokens, 1)
+    cost = patching_cost.item_bytes(decoder_runner.model, pair.num_tokens, 1)
     assert f"{30 * pair.num_tokens:,} cells at {pair.num_tokens} tokens" in message
     assert f"{30 * pair.num_tokens * cost / 2**30:.1f} GB" in message
     assert "GB a patching run may take" in message
-    with pytest.raises(patching.PatchingTooLarge):
-        patching.grid_cost(decoder_runner, pair, 30 * pair.num_tokens)
+    with pytest.raises(patching_cost.PatchingTooLarge):
+        patching_cost.grid_cost(decoder_runner, pair, 30 * pair.num_tokens)
