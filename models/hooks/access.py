@@ -25,8 +25,7 @@ import pandas as pd
 
 from models.analysis.compare import compare_heads, compare_role_tables, ranking_measure
 from models.analysis.summary import SummaryStream
-from models.hooks.access_base import (Attention, Progress, Remember, compute_now,  # noqa: F401
-                                      per_layer_progress, window_of)
+from models.hooks.access_base import Attention, Progress, per_layer_progress
 from models.hooks.access_streamed import StreamedAttention
 from models.hooks.access_whole import WholeAttention
 from models.hooks.capture import num_layers

@@ -16,7 +16,7 @@ from models.analysis.roles import role_distribution
 from models.analysis.rollout import ROLLOUT_CELLS, attention_rollout, head_average
 from models.hooks.record import AttentionRecord
 from models.limits import EXACT_MAP_TOKENS
-from models.hooks.access import window_of
+from models.hooks.access_base import window_of
 from tests.app_support import array, figures, run_page, texts
 from tests.long_support import full_record
 from tests.pages.test_links import open_link, rerun
