@@ -19,7 +19,7 @@ from models.analysis.pooling import pool
 from models.hooks.access import Attention
 from models.limits import EXACT_MAP_TOKENS
 from ui import charts
-from ui.kept import KeptFigure, head_key, kept_figure  # noqa: F401 (views.kept_figure, views.KeptFigure)
+from ui.kept import head_key, kept_figure
 from ui.downloads import export_buttons, long_export_buttons
 from viz.head_analysis import norm_heatmap
 from viz.heatmap import heads_grid, matrix_heatmap

@@ -14,6 +14,7 @@ from models.store import stores
 from models.store.byte_cache import array_bytes
 from tests.app_support import ROOT, figures, run_page
 from ui import views
+from ui.kept import KeptFigure
 from ui.timing import TIMING_LOG
 
 
@@ -72,7 +73,7 @@ def test_a_kept_figure_is_counted_by_its_json_in_the_bounded_trace_store():
     text = "The store counts what a figure holds."
     run_page(text=text, state={"maps_layer": 1, "maps_head": 1})
     kept = [(key, value) for key, value in stores.TRACES.items()
-            if isinstance(value, views.KeptFigure) and text in key.parts]
+            if isinstance(value, KeptFigure) and text in key.parts]
     assert len(kept) == 2  # the head's map and the layer's grid
     for key, figure in kept:
         assert figure.nbytes == len(plotly.io.to_json(figure.figure, validate=False)) > 1000
