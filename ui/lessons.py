@@ -15,7 +15,8 @@ import streamlit as st
 from models.loading import kinds
 from models.loading.kinds import DECODER, PRETRAINED
 from ui.examples import BY_KEY, link_params
-from ui.lesson_content import LESSONS, Action, OpenPage, Question, SetSidebar, Switch, ToggleModel
+from ui.lesson_content import LESSONS
+from ui.lesson_steps import Action, OpenPage, Question, SetSidebar, Switch, ToggleModel
 from ui.lesson_figures import FLAG, _flag
 from ui.state import sidebar_input
 
