@@ -17,7 +17,7 @@ from models.loading.kinds import DECODER, PRETRAINED
 from ui.examples import BY_KEY, link_params
 from ui.lesson_content import LESSONS
 from ui.lesson_steps import Action, OpenPage, Question, SetSidebar, Switch, ToggleModel
-from ui.lesson_figures import FLAG, _flag
+from ui.lesson_figure_kit import FLAG, flag
 from ui.state import sidebar_input
 
 PROGRESS = "lessons_progress"  # session key: {"done": set, "right": set, "answers": dict}
@@ -97,7 +97,7 @@ def _toggle_model() -> None:
 
 
 def _toggle_flag(name: str) -> None:
-    st.session_state[FLAG + name] = not _flag(name)
+    st.session_state[FLAG + name] = not flag(name)
 
 
 def _try_this(action: Action, key: str) -> None:
@@ -111,7 +111,7 @@ def _try_this(action: Action, key: str) -> None:
     elif isinstance(action, OpenPage):
         st.page_link(action.page, label=action.label, icon=":material/open_in_new:")
     elif isinstance(action, Switch):
-        st.button(action.turn_off if _flag(action.name) else action.turn_on, key=key,
+        st.button(action.turn_off if flag(action.name) else action.turn_on, key=key,
                   on_click=_toggle_flag, args=(action.name,))
     else:
         example = BY_KEY[action.example]

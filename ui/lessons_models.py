@@ -3,11 +3,12 @@ transformer block, BERT's pretraining and the output layer."""
 
 from __future__ import annotations
 
-from ui.lesson_figures import (block_table_figure, block_walk_figure, finetune_data_figure,
-                               finetune_heads_figure, finetune_prediction_figure,
-                               head_patching_figure, head_shares_figure, lens_rank_figure,
-                               loss_step_figure, mask_filling_figure, next_sentence_figure,
-                               output_layer_figure, positions_figure, recipe_figure)
+from ui.lesson_figures_models import (block_table_figure, block_walk_figure,
+                                      finetune_data_figure, finetune_heads_figure,
+                                      finetune_prediction_figure, head_patching_figure,
+                                      head_shares_figure, lens_rank_figure, loss_step_figure,
+                                      mask_filling_figure, next_sentence_figure,
+                                      output_layer_figure, positions_figure, recipe_figure)
 from ui.lesson_index import TITLES
 from ui.lesson_steps import Lesson, OpenExample, OpenPage, SetSidebar, Step, question
 
