@@ -17,7 +17,9 @@ from models.loading.pretrained import DEFAULT_MODEL
 from models.loading.kinds import DECODER, PRETRAINED, SCRATCH_RANDOM
 from tests.app_support import APP, TIMEOUT_S, assert_no_failure, shown, texts
 from ui.state import PRESENTER_CSS
-from ui.link_codec import SHARED, link_text, page_controls, read_value
+from ui.link_codec import SHARED
+from ui.link_controls import page_controls
+from ui.link_values import link_text, read_value
 from ui.state import DEFAULT_TEXT, LOAD_MESSAGE, LOADED_NAMES, MODEL_NAME
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -19,7 +19,7 @@ from tests.app_support import (APP, GUARD_MESSAGE, TIMEOUT_S, assert_no_failure,
                                texts)
 from tests.reliability.support import SENTENCE, one_sentence, tiny_bert
 from ui import cache
-from ui.link_codec import Refused, read_value
+from ui.link_values import Refused, read_value
 from ui.state import MODEL_INPUT, MODEL_NAME, OFFERED
 
 KINDS = ("bool", "text", "index", "int", "float", "number", "choice", "list")

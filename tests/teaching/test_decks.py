@@ -16,7 +16,8 @@ from models.teaching.decks import (CODE_VERSION, Deck, DeckError, Slide, deck_fr
                                    deck_to_code, deck_to_json, deck_to_toml, read_deck)
 from streamlit.testing.v1 import AppTest
 from tests.app_support import APP, TIMEOUT_S, assert_no_failure, texts
-from ui.link_codec import SHARED, page_controls
+from ui.link_codec import SHARED
+from ui.link_controls import page_controls
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = {path.stem for path in (ROOT / "pages").glob("*.py")} - {"deck"} | {""}
