@@ -20,7 +20,7 @@ from models.teaching.scaling import entropy_bits, softmax
 from models.teaching.span_training import load_learned_spans
 from models.teaching.translation_task import EXAMPLE_SENTENCES
 from ui import seq2seq_cache, teaching_cache as teach
-from ui.lesson_figure_kit import show_figure, flag, first_word
+from ui.lesson_figure_kit import first_word, flag, show_figure
 from ui.links import shared_params
 from ui.state import current_record, current_trace, sidebar_input
 from ui.text import plain
