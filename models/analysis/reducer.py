@@ -24,7 +24,7 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
-from models.analysis.layer_pass import LayerRows, Parts, measure_batch
+from models.analysis.layer_pass import BatchRows, Parts, measure_batch
 from models.analysis.token_batch import TokenBatch
 from models.hooks.record import ROW_SUM_TOLERANCE, AttentionRecord
 
@@ -63,8 +63,8 @@ class PassReducer(Reducer):
 
     @abstractmethod
     def take(self, layer: int, maps: np.ndarray, tokens: TokenBatch,
-             rows: Sequence[LayerRows], norms: np.ndarray | None = None) -> None:
-        """`add`, given the pass's rows of each input of the batch (`measure_batch`)."""
+             rows: BatchRows, norms: np.ndarray | None = None) -> None:
+        """`add`, given the pass's rows of the batch (`measure_batch`; `rows[b]` is input b's)."""
 
 
 class LayerLog(Generic[Value]):
