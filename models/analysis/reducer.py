@@ -10,8 +10,10 @@ corpus are fed the same way, so each analysis is written once.
 Order: every layer of a batch from layer 0 up, then the next batch (layer 0 starts a batch).
 
 Padding is on the right: a reducer reads input b's maps cut to its real queries and keys
-(`TokenBatch.cut`), so a padded key weighs nothing and a padded query row counts in no mean; a
-padded batch gives, input by input, the numbers each input gives alone.
+(`TokenBatch.cut`), or the whole batch at once with each input's padded keys weighted 0 and its
+padded query rows left out of its means (the layer's pass, the statistics, the detectors), so a
+padded key weighs nothing and a padded query row counts in no mean; a padded batch gives,
+input by input, the numbers each input gives alone.
 
 Dimensions: B batch, N inputs seen, L layers, H heads, Q/K query/key positions.
 """
