@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models.analysis.layer_pass import LayerRows, Parts
+from models.analysis.layer_pass import BatchRows, Parts
 from models.analysis.reducer import (EMPTY_ROW_WEIGHT, LayerLog, PassReducer, reduce_record,
                                      row_mean)
 from models.analysis.token_batch import ItemTokens, TokenBatch, equal_token_pairs  # noqa: F401
@@ -54,80 +54,106 @@ class NotMeasurable(ValueError):
     """The input has nothing this detector can measure; the message is one sentence."""
 
 
-def _pair_scores(maps: np.ndarray, live: np.ndarray, queries: np.ndarray,
-                 keys: np.ndarray, share: np.ndarray | None = None) -> np.ndarray:
-    """(H,) mean over the live queries that have pairs of each query's weight on its keys
-    (pairs grouped by query), reading only the pairs' cells, PAIR_CHUNK at a time; or from
-    `share` (H, Q), those weights already summed (by the layer's pass)."""
-    heads, count = live.shape
-    counted = np.zeros(count, dtype=bool)
-    counted[queries] = True
+def equal_pairs(tokens: TokenBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(P,) input, query and key of every input's equal-token pairs (ItemTokens.pairs_by_query),
+    input after input: each (input, query)'s pairs side by side."""
+    found = [tokens.item(index).pairs_by_query for index in range(tokens.batch_size)]
+    inputs = np.concatenate([np.full(len(queries), index, dtype=np.int64)
+                             for index, (queries, _) in enumerate(found)])
+    return (inputs, np.concatenate([queries for queries, _ in found]).astype(np.int64),
+            np.concatenate([keys for _, keys in found]).astype(np.int64))
+
+
+def _pair_scores(maps: np.ndarray, live: np.ndarray,
+                 pairs: tuple[np.ndarray, np.ndarray, np.ndarray],
+                 share: np.ndarray | None = None) -> np.ndarray:
+    """(B, H) mean over the live queries that have pairs of each query's weight on its keys
+    (pairs grouped by input and query, `equal_pairs`), reading only the pairs' cells,
+    PAIR_CHUNK at a time; or from `share` (B, H, Q), those weights already summed (by the
+    layer's pass)."""
+    inputs, queries, keys = pairs
+    counted = np.zeros((live.shape[0], live.shape[2]), dtype=bool)  # (B, Q)
+    counted[inputs, queries] = True
+    rows = live & counted[:, None]
     if share is not None:
-        return _clipped_mean(share, live & counted)
-    share = np.zeros((heads, count))  # (H, Q) weight on each query's keys
-    starts = np.flatnonzero(np.r_[True, queries[1:] != queries[:-1]])  # each query's pairs
+        return _clipped_mean(share, rows)
+    share = np.zeros(live.shape)  # (B, H, Q) weight on each query's keys
+    starts = np.flatnonzero(np.r_[True, (queries[1:] != queries[:-1]) |
+                                  (inputs[1:] != inputs[:-1])])  # each (input, query)'s pairs
     chunks = np.unique(starts[np.searchsorted(starts, np.arange(0, queries.size, PAIR_CHUNK),
                                               side="right") - 1])  # whole queries each
     for first, end in zip(chunks, [*chunks[1:], queries.size]):
         inside = starts[(starts >= first) & (starts < end)]
-        gathered = maps[:, queries[first:end], keys[first:end]]  # (H, chunk)
-        share[:, queries[inside]] = np.add.reduceat(gathered.astype(np.float64), inside - first,
-                                                    axis=1)
-    return _clipped_mean(share, live & counted)
+        part = slice(first, end)
+        gathered = maps[inputs[part], :, queries[part], keys[part]]  # (chunk, H)
+        share[inputs[inside], :, queries[inside]] = np.add.reduceat(
+            gathered.astype(np.float64), inside - first, axis=0)
+    return _clipped_mean(share, rows)
 
 
 def _clipped_mean(share: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return np.clip(row_mean(share, rows), 0.0, 1.0)
 
 
-def previous_token(maps: np.ndarray, live: np.ndarray, item: ItemTokens,
-                   rows: LayerRows | None = None) -> np.ndarray:
-    if item.keys < 2:
-        raise NotMeasurable(TOO_SHORT_PREVIOUS)
-    previous = np.diagonal(maps, offset=-1, axis1=1, axis2=2)  # (H, Q-1): query q+1, key q
-    return _clipped_mean(previous, live[:, 1:])
+def _too_short(message: str) -> Callable[[ItemTokens], str | None]:
+    return lambda item: message if item.keys < 2 else None
 
 
-def duplicate_token(maps: np.ndarray, live: np.ndarray, item: ItemTokens,
-                    rows: LayerRows | None = None) -> np.ndarray:
-    queries, keys = item.equal_token_pairs
-    if queries.size == 0:
-        raise NotMeasurable(NO_DUPLICATES)
-    return _pair_scores(maps, live, queries, keys, None if rows is None else rows.equal_tokens)
+def _without_pairs(message: str) -> Callable[[ItemTokens], str | None]:
+    return lambda item: message if item.equal_token_pairs[0].size == 0 else None
 
 
-def induction(maps: np.ndarray, live: np.ndarray, item: ItemTokens,
-              rows: LayerRows | None = None) -> np.ndarray:
-    queries, keys = item.equal_token_pairs
-    if queries.size == 0:
-        raise NotMeasurable(NO_INDUCTION)
-    return _pair_scores(maps, live, queries, keys + 1)  # the key after each earlier occurrence
+def _later_specials(item: ItemTokens) -> np.ndarray:
+    return item.special_positions[item.special_positions > 0]
 
 
-def first_token(maps: np.ndarray, live: np.ndarray, item: ItemTokens,
-                rows: LayerRows | None = None) -> np.ndarray:
-    if item.keys < 2:
-        raise NotMeasurable(TOO_SHORT_FIRST)
-    return _clipped_mean(maps[:, 1:, 0], live[:, 1:])  # the first token on itself says nothing
+def previous_token(maps: np.ndarray, live: np.ndarray, tokens: TokenBatch,
+                   rows: BatchRows | None = None) -> np.ndarray:
+    previous = np.diagonal(maps, offset=-1, axis1=-2, axis2=-1)  # (B, H, Q-1): query q+1, key q
+    return _clipped_mean(previous, live[..., 1:])
 
 
-def separator(maps: np.ndarray, live: np.ndarray, item: ItemTokens,
-              rows: LayerRows | None = None) -> np.ndarray:
-    later = [p for p in item.special_positions.tolist() if p > 0]
-    if not later:
-        raise NotMeasurable(NO_SEPARATOR)
-    return _clipped_mean(maps[:, :, later].sum(axis=-1), live)  # (H, Q) on the later specials
+def duplicate_token(maps: np.ndarray, live: np.ndarray, tokens: TokenBatch,
+                    rows: BatchRows | None = None) -> np.ndarray:
+    return _pair_scores(maps, live, equal_pairs(tokens),
+                        None if rows is None else rows.equal_tokens)
+
+
+def induction(maps: np.ndarray, live: np.ndarray, tokens: TokenBatch,
+              rows: BatchRows | None = None) -> np.ndarray:
+    inputs, queries, keys = equal_pairs(tokens)
+    return _pair_scores(maps, live, (inputs, queries, keys + 1))  # the key after each copy
+
+
+def first_token(maps: np.ndarray, live: np.ndarray, tokens: TokenBatch,
+                rows: BatchRows | None = None) -> np.ndarray:
+    return _clipped_mean(maps[..., 1:, 0], live[..., 1:])  # the first token on itself says nothing
+
+
+def separator(maps: np.ndarray, live: np.ndarray, tokens: TokenBatch,
+              rows: BatchRows | None = None) -> np.ndarray:
+    later = [_later_specials(tokens.item(index)) for index in range(tokens.batch_size)]
+    count = max(1, max(len(positions) for positions in later))
+    columns = np.zeros((len(later), count), dtype=np.int64)  # (B, S) each input's later specials
+    weight = np.zeros((len(later), count), dtype=np.float32)  # (B, S) 1 on a special, else 0
+    for index, positions in enumerate(later):
+        columns[index, :len(positions)] = positions
+        weight[index, :len(positions)] = 1.0
+    on = np.take_along_axis(maps, columns[:, None, None, :], axis=-1)  # (B, H, Q, S)
+    return _clipped_mean((on * weight[:, None, None]).sum(axis=-1), live)  # (B, H, Q)
 
 
 @dataclass(frozen=True)
 class Detector:
-    """One detector: its name, its definition for the page, its measure of one input's layer
-    ((H, Q, K) maps, (H, Q) live rows, the input's tokens, the layer's pass -> (H,) scores, or
-    NotMeasurable), and which input it reads."""
+    """One detector: its name, its definition for the page, its measure of a batch's layer
+    ((B, H, Q, K) maps, (B, H, Q) live rows, the batch's tokens, the layer's pass -> (B, H)
+    scores, meaningful for the inputs it can measure), why it cannot measure an input (one
+    sentence, or None when it can), and which input it reads."""
 
     name: str
     definition: str
-    measure: Callable[[np.ndarray, np.ndarray, ItemTokens, LayerRows | None], np.ndarray]
+    measure: Callable[[np.ndarray, np.ndarray, TokenBatch, BatchRows | None], np.ndarray]
+    unmeasurable: Callable[[ItemTokens], str | None]
     on_repeated_tokens: bool  # True: read the random repeated sequence, else the sentence
 
     def score(self, record: AttentionRecord) -> np.ndarray:
@@ -136,11 +162,14 @@ class Detector:
 
 
 DETECTORS = (
-    Detector("previous-token", PREVIOUS_TOKEN, previous_token, False),
-    Detector("duplicate-token", DUPLICATE_TOKEN, duplicate_token, True),
-    Detector("induction", INDUCTION, induction, True),
-    Detector("first-token sink", FIRST_TOKEN, first_token, False),
-    Detector("[SEP] sink", SEPARATOR, separator, False),
+    Detector("previous-token", PREVIOUS_TOKEN, previous_token,
+             _too_short(TOO_SHORT_PREVIOUS), False),
+    Detector("duplicate-token", DUPLICATE_TOKEN, duplicate_token,
+             _without_pairs(NO_DUPLICATES), True),
+    Detector("induction", INDUCTION, induction, _without_pairs(NO_INDUCTION), True),
+    Detector("first-token sink", FIRST_TOKEN, first_token, _too_short(TOO_SHORT_FIRST), False),
+    Detector("[SEP] sink", SEPARATOR, separator,
+             lambda item: None if _later_specials(item).size else NO_SEPARATOR, False),
 )
 DETECTORS_BY_NAME = {detector.name: detector for detector in DETECTORS}
 SENTENCE_DETECTORS = tuple(
@@ -200,26 +229,23 @@ class Detectors(PassReducer):
         return Parts(equal_tokens="duplicate-token" in self.names)
 
     def take(self, layer: int, maps: np.ndarray, tokens: TokenBatch,
-             rows: Sequence[LayerRows], norms: np.ndarray | None = None) -> None:
+             rows: BatchRows, norms: np.ndarray | None = None) -> None:
+        """Every detector's (H,) scores of each input of the batch (or why it cannot measure
+        that input), every input at once."""
         tokens.check(maps)
         if tokens.rectangular:
             raise ValueError("the head detectors need square maps (self-attention)")
         self._heads = maps.shape[1]
-        self._log.put(layer, [self._measure(tokens.cut(maps, index), tokens.item(index),
-                                            rows[index])
-                              for index in range(tokens.batch_size)])
-
-    def _measure(self, maps: np.ndarray, item: ItemTokens,
-                 rows: LayerRows) -> dict[str, np.ndarray | str]:
-        """Every detector's (H,) scores of one input's layer, given its pass."""
-        live = rows.row_sums > EMPTY_ROW_WEIGHT  # (H, Q)
-        scores: dict[str, np.ndarray | str] = {}
+        live = (rows.row_sums > EMPTY_ROW_WEIGHT) & tokens.real[:, None]  # (B, H, Q)
+        items = [tokens.item(index) for index in range(tokens.batch_size)]
+        measured: list[dict[str, np.ndarray | str]] = [{} for _ in items]
         for name in self.names:
-            try:
-                scores[name] = DETECTORS_BY_NAME[name].measure(maps, live, item, rows)
-            except NotMeasurable as reason:
-                scores[name] = str(reason)
-        return scores
+            detector = DETECTORS_BY_NAME[name]
+            reasons = [detector.unmeasurable(item) for item in items]
+            scores = None if all(reasons) else detector.measure(maps, live, tokens, rows)
+            for index, reason in enumerate(reasons):
+                measured[index][name] = reason if reason is not None else scores[index]
+        self._log.put(layer, measured)
 
     def result(self) -> DetectorScores:
         items = self._log.items()  # per input, per layer: name -> (H,) or a reason

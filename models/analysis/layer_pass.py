@@ -1,8 +1,8 @@
-"""One pass over one input's layer: everything the per-layer reducers read of its maps, in torch.
+"""One pass over a layer's maps: everything the per-layer reducers read of them, in torch.
 
 The statistics, roles, detectors, norm-based shares, thumbnails and rollout all read the same
 (H, Q, K) maps, and at 4,096 tokens one layer's maps are 600 MB: reading them once per reducer
-cost as much as the forward itself. `measure` reads them once, a block of query rows at a time
+cost as much as the forward itself. The pass reads them once, a block of query rows at a time
 (small enough to stay in the processor's cache while every sum is taken of it), with torch's
 threads (the forward's own), and keeps only what is linear in the length: per head and query
 row the row's total, its entropy terms, its weight on the special and punctuation keys, on the
@@ -10,20 +10,27 @@ keys left and right of the diagonal and the distance it attends over, its norm-w
 per head the max-pooled thumbnail; and the heads' sum (Q, K) the rollout starts from. A causal
 layer's keys right of a block's last row are all zero: they are not read.
 
+A padded batch (a corpus's) is read in the same pass, every input at once: its blocks hold
+every input's rows, the key columns they are multiplied by are each input's own (zero on its
+padded keys), and a padded query's rows are computed and cut away. One input (`measure`) is a
+batch of one: there is one pass, not two.
+
 Each reducer states the `Parts` it reads; a Summary asks for all of them in one pass.
 
-Dimensions: H heads, Q/K query/key positions, b rows of a block, k keys read, q/k' pooled blocks.
+Dimensions: B batch, H heads, Q/K query/key positions, N = B x H maps, b rows of a block,
+k keys read, q/k' pooled blocks.
 """
 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
 import numpy as np
 import torch
 
-from models.analysis.pooling import block_starts, max_pool
+from models.analysis.pass_parts import PairSums, ThumbnailRows, corner_sums, outside_columns
 from models.analysis.token_batch import ItemTokens, TokenBatch
 
 # A block of query rows holds at most this many weights of every head (8 MB of float32): few
@@ -31,6 +38,12 @@ from models.analysis.token_batch import ItemTokens, TokenBatch
 # last-level cache while the pass takes its sums, maxima and logarithms (measured at 4,096
 # tokens: 2x faster than 1 MB blocks, the same as 16 MB).
 BLOCK_WEIGHTS = 1 << 21
+# ... and at most an eighth of the queries (16 rows or more): each block's corner on the diagonal
+# is read once more per row, so a block of half the rows (a corpus batch of short passages fills
+# 8 MB with 40-60 rows of ~85) reads half the maps again; blocks of 16 rows of 85 measured 2.5x
+# faster there. A long input's blocks (56-113 rows of 2,048-4,096) are not cut by this.
+CORNER_SHARE = 8
+CORNER_ROWS = 16
 KEY_SETS = ("cls", "sep", "punctuation")
 COLUMNS = 16  # the product with the key columns: at most 9 used (measured: 2x faster than 9)
 TINY = torch.finfo(torch.float32).tiny
@@ -68,7 +81,7 @@ class LayerRows:
 
     row_sums: (H, Q) float32, every row's total weight.
     entropy: (H, Q) float32, sum_k w ln w (nats, <= 0).
-    shares: (H, Q, 3) float32, weight on the KEY_SETS keys (`key_sets`).
+    shares: (H, Q, 3) float32, weight on the KEY_SETS keys (ItemTokens.key_sets).
     distance: (H, Q) float32, sum_k w |q - k| (square maps).
     left, right: (H, Q) float32, weight on the keys before and after the query (square maps).
     norm_sums: (H, Q) float32, sum_k w ||v_k W_O^h||.
@@ -90,6 +103,45 @@ class LayerRows:
     equal_tokens: np.ndarray | None = None
 
 
+@dataclass(frozen=True)
+class BatchRows(Sequence):
+    """What one pass measured of a batch's layer: LayerRows' arrays for every input at once,
+    (B, H, Q) (shares (B, H, Q, 3)) over the padded queries (a padded query's row is garbage:
+    cut it, or leave it out with the batch's query flags), each input's thumbnail and heads'
+    sum; `rows[b]` is input b's LayerRows, cut to its real queries."""
+
+    query_lengths: tuple[int, ...]
+    row_sums: np.ndarray
+    entropy: np.ndarray | None = None
+    shares: np.ndarray | None = None
+    distance: np.ndarray | None = None
+    left: np.ndarray | None = None
+    right: np.ndarray | None = None
+    norm_sums: np.ndarray | None = None
+    equal_tokens: np.ndarray | None = None
+    thumbnails: tuple[np.ndarray, ...] | None = None
+    head_sums: tuple[np.ndarray, ...] | None = None
+
+    def __len__(self) -> int:
+        return len(self.query_lengths)
+
+    def __getitem__(self, index: int) -> LayerRows:
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        rows = slice(0, self.query_lengths[index])
+
+        def cut(values: np.ndarray | None) -> np.ndarray | None:
+            return None if values is None else values[index, :, rows]
+
+        return LayerRows(
+            row_sums=cut(self.row_sums), entropy=cut(self.entropy), shares=cut(self.shares),
+            distance=cut(self.distance), left=cut(self.left), right=cut(self.right),
+            norm_sums=cut(self.norm_sums),
+            thumbnail=None if self.thumbnails is None else self.thumbnails[index],
+            head_sum=None if self.head_sums is None else self.head_sums[index],
+            equal_tokens=cut(self.equal_tokens))
+
+
 def as_tensor(array: np.ndarray | torch.Tensor) -> torch.Tensor:
     """A torch view of a numpy array, sharing its memory (a read-only array is only read); a
     tensor as it is."""
@@ -100,77 +152,124 @@ def as_tensor(array: np.ndarray | torch.Tensor) -> torch.Tensor:
         return torch.from_numpy(array)
 
 
-def key_sets(item: ItemTokens) -> np.ndarray:
-    """(K, 3) float32 indicators of the [CLS] (first special), [SEP] (other special) and
-    punctuation (not special) keys. A rectangular map's keys are never special."""
-    special = [] if item.rectangular else item.special_positions.tolist()
-    sets = np.zeros((item.keys, 3), dtype=np.float32)  # (K, 3)
-    sets[special[:1], 0] = 1.0
-    sets[special[1:], 1] = 1.0
-    sets[:, 2] = item.punctuation & ~np.isin(np.arange(item.keys), special)
-    return sets
-
-
 def measure(maps: np.ndarray, item: ItemTokens, parts: Parts,
             norms: np.ndarray | None = None, buffers: dict | None = None) -> LayerRows:
     """One input's layer measured in one pass: maps (H, Q, K) over its real tokens (read only;
     float32, another dtype is copied to float32), norms (H, K) when `parts.norms`. With
     `buffers` (a dict kept from one layer of this input to the next), the heads' sum is
     written into the same memory every layer (64 MB at 4,096 tokens, otherwise zeroed anew
-    each layer): `head_sum` is then valid until the next layer is measured."""
-    weights = as_tensor(np.asarray(maps))
+    each layer): `head_sum` is then valid until the next layer is measured. The batch's pass
+    (`measure_batch`) of a batch of one."""
+    weights = as_tensor(maps if isinstance(maps, torch.Tensor) else np.asarray(maps))
+    return _measure(weights[None], (item,), parts,
+                    None if norms is None else np.asarray(norms)[None],
+                    None if buffers is None else (buffers,))[0]
+
+
+def measure_batch(maps: np.ndarray, tokens: TokenBatch, parts: Parts,
+                  norms: np.ndarray | None = None,
+                  buffers: dict | None = None) -> BatchRows:
+    """Every input of a batch measured in one pass: maps (B, H, Q, K) padded on the right
+    (what a padded key or query holds is never read into an input's numbers), norms (B, H, K)
+    or None; `buffers`: a dict kept from one layer of the batch to the next (each input its
+    own). Input b's rows are the ones `measure` gives for its maps cut to its real tokens."""
+    tokens.check(maps)
+    items = tuple(tokens.item(index) for index in range(tokens.batch_size))
+    kept = None if buffers is None else tuple(buffers.setdefault(index, {})
+                                              for index in range(len(items)))
+    weights = as_tensor(maps if isinstance(maps, torch.Tensor) else np.asarray(maps))
+    return _measure(weights, items, parts, norms if parts.norms else None, kept)
+
+
+def _measure(weights: torch.Tensor, items: Sequence[ItemTokens], parts: Parts,
+             norms: np.ndarray | None, buffers: Sequence[dict] | None) -> BatchRows:
+    """The pass (see the module doc) over weights (B, H, Q, K) of `items`, each padded on the
+    right: every sum is a product of the batch's blocks with per-input key columns, zero on a
+    padded key; a padded query's rows are computed and cut away."""
     if weights.dtype != torch.float32:
         weights = weights.float()
-    heads, queries, keys = weights.shape
-    square = not item.rectangular
-    causal = item.causal and square
+    batch, heads, queries, keys = weights.shape
+    flat = weights.reshape(batch * heads, queries, keys)  # (B*H, Q, K), a view when it can
+    square = not items[0].rectangular
+    causal = items[0].causal and square
     sides = square and (parts.sides or parts.statistics)
-    fixed = np.ones((keys, 1), np.float32)  # (K, 1): the row's total
-    if parts.statistics:
-        fixed = np.concatenate([fixed, key_sets(item)], axis=1)  # (K, 4)
-    width = fixed.shape[1]
+    lengths = [item.keys for item in items]
+    query_lengths = tuple(item.queries for item in items)
+    key_weight = None  # (B, K) 1 on a real key, 0 on a padded one; None without padding
+    shortest = min(lengths)  # the keys before it are real in every input
+    if shortest < keys:
+        key_weight = (torch.arange(keys)[None] < torch.tensor(lengths)[:, None]).float()
+    width = 4 if parts.statistics else 1  # the row's total, then the KEY_SETS
+    fixed = torch.zeros(batch, keys, width)  # (B, K, width)
+    for index, item in enumerate(items):
+        fixed[index, :item.keys, 0] = 1.0
+        if parts.statistics:
+            fixed[index, :item.keys, 1:] = as_tensor(item.key_sets)
     norm_at = width + (4 if sides else 0)  # columns: fixed, outside (sides), norms (last)
-    # Every head's columns, padded with zeros to COLUMNS (a few more zero columns cost nothing,
+    # Every map's columns, padded with zeros to COLUMNS (a few more zero columns cost nothing,
     # an odd count makes the product several times slower).
-    columns = torch.zeros(heads, keys, COLUMNS)  # (H, K, C)
-    columns[:, :, :width] = torch.from_numpy(fixed)
+    columns = torch.zeros(batch, heads, keys, COLUMNS)  # (B, H, K, C)
+    columns[..., :width] = fixed[:, None]
     if parts.norms:
         if norms is None:
             raise ValueError("norm-weighted sums need the value norms ||v_j W_O^h||")
-        columns[:, :, norm_at] = as_tensor(np.asarray(norms, dtype=np.float32))  # (H, K)
+        value_norms = as_tensor(np.asarray(norms, dtype=np.float32))  # (B, H, K)
+        columns[..., norm_at] = value_norms if key_weight is None \
+            else value_norms * key_weight[:, None]
+    flat_columns = columns.view(batch * heads, keys, COLUMNS)  # (B*H, K, C)
+    flat_key_weight = None if key_weight is None else \
+        key_weight[:, None, None].expand(batch, heads, 1, keys).reshape(batch * heads, 1, keys)
     positions = torch.arange(keys, dtype=torch.float32)
-    totals = torch.empty(heads, queries, COLUMNS)  # (H, Q, C)
-    corner = torch.zeros(heads, queries, 3)  # (H, Q, 3): left, right, distance in the block
-    entropy = torch.empty(heads, queries) if parts.statistics else None
-    head_sum = None
+    totals = torch.empty(batch * heads, queries, COLUMNS)  # (B*H, Q, C)
+    corner = torch.zeros(batch * heads, queries, 3)  # left, right, distance in the block
+    entropy = torch.empty(batch * heads, queries) if parts.statistics else None
+    head_sums = None
     if parts.head_sum is not None:
-        head_sum = _zeros(buffers, (queries, keys), _torch_dtype(parts.head_sum))  # (Q, K)
-    thumbnail = _Thumbnail(heads, queries, keys, parts.thumbnail_cells) \
-        if parts.thumbnail_cells else None
-    rows_per_block = max(1, BLOCK_WEIGHTS // max(heads * keys, 1))
-    logs = torch.empty(heads * min(rows_per_block, queries) * keys) if entropy is not None \
-        else None  # one block's ln w, reused block after block
-    pairs = _Pairs(heads, item) if parts.equal_tokens and square else None
-    corner_weights = corner_columns(min(rows_per_block, queries)) if sides else None
+        dtype = _torch_dtype(parts.head_sum)
+        head_sums = [_zeros(None if buffers is None else buffers[index],
+                            (item.queries, item.keys), dtype)
+                     for index, item in enumerate(items)]  # (Q_b, K_b) each
+    thumbnails = None if not parts.thumbnail_cells else [
+        ThumbnailRows(heads, item.queries, item.keys, parts.thumbnail_cells) for item in items]
+    rows_per_block = max(1, min(BLOCK_WEIGHTS // max(batch * heads * keys, 1),
+                                max(CORNER_ROWS, queries // CORNER_SHARE)))
+    logs = torch.empty(batch * heads * min(rows_per_block, queries) * keys) \
+        if entropy is not None else None  # one block's ln w, reused block after block
+    pairs = PairSums(heads, queries, items) if parts.equal_tokens and square else None
+    per_input = head_sums is not None or thumbnails is not None  # read input by input
     for start in range(0, queries, rows_per_block):
         stop = min(start + rows_per_block, queries)
         seen = stop if causal else keys  # a causal block's later keys are zero
-        block = weights[:, start:stop, :seen]  # (H, b, k)
+        block = flat[:, start:stop, :seen]  # (B*H, b, k)
         rows = slice(start, stop)
         if sides:
-            columns[:, :seen, width:width + 4] = _outside(positions[:seen], start, stop)
-            corner[:, rows] = _corner(block[:, :, start:stop], corner_weights)
-        torch.bmm(block, columns[:, :seen], out=totals[:, rows])  # (H, b, C)
+            outside = outside_columns(positions[:seen], start, stop)  # (k, 4)
+            if key_weight is not None:
+                outside = outside * key_weight[:, None, :seen, None]  # (B, 1, k, 4)
+            columns[:, :, :seen, width:width + 4] = outside
+            corner[:, rows] = corner_sums(  # keys below `shortest` are every input's own
+                block[:, :, start:stop],
+                None if stop <= shortest else flat_key_weight[..., start:stop])
+        totals[:, rows] = torch.bmm(block, flat_columns[:, :seen])  # (B*H, b, C)
         if entropy is not None:
-            entropy[:, rows] = _entropy_terms(block, logs[:block.numel()].view(block.shape))
-        if head_sum is not None:
-            torch.sum(block, dim=0, dtype=head_sum.dtype, out=head_sum[rows, :seen])
-        if thumbnail is not None:
-            thumbnail.add(block, start, stop)
+            entropy[:, rows] = _entropy_terms(
+                block, logs[:block.numel()].view(block.shape), shortest,
+                None if seen <= shortest else key_weight[:, None, :seen])
+        for index, item in enumerate(items if per_input else ()):
+            if start >= item.queries:
+                continue
+            end, read = min(stop, item.queries), min(seen, item.keys)
+            own = weights[index, :, start:end, :read]  # (H, b_b, k_b) the input's own rows
+            if head_sums is not None:
+                torch.sum(own, dim=0, dtype=head_sums[index].dtype,
+                          out=head_sums[index][start:end, :read])
+            if thumbnails is not None:
+                thumbnails[index].add(own, start, end)
         if pairs is not None:
-            pairs.add(block, start, stop)
+            pairs.add(weights, start, stop)
+    shape = (batch, heads, queries)
     row_sums = totals[..., 0]
-    outside = totals[..., width:width + 4]  # (H, Q, 4): before the block, and after it
+    outside = totals[..., width:width + 4]  # (B*H, Q, 4): before the block, and after it
     left = outside[..., 0] + corner[..., 0] if sides else None
     right = outside[..., 2] + corner[..., 1] if sides else None
     distance = None
@@ -179,32 +278,19 @@ def measure(maps: np.ndarray, item: ItemTokens, parts: Parts,
         block_start = offsets - offsets % rows_per_block  # each query's block's first row
         block_stop = torch.clamp(block_start + rows_per_block, max=queries)
         distance = ((offsets - block_start) * outside[..., 0] + outside[..., 1] + corner[..., 2]
-                    + (block_stop - offsets) * outside[..., 2] + outside[..., 3])  # (H, Q)
-    return LayerRows(
-        row_sums=row_sums.numpy(),
-        entropy=None if entropy is None else entropy.numpy(),
-        shares=totals[..., 1:width].numpy() if parts.statistics else None,
-        distance=None if distance is None else distance.numpy(),
-        left=None if left is None else left.numpy(),
-        right=None if right is None else right.numpy(),
-        norm_sums=totals[..., norm_at].numpy() if parts.norms else None,
-        thumbnail=None if thumbnail is None else thumbnail.result(),
-        head_sum=None if head_sum is None else head_sum.numpy(),
-        equal_tokens=None if pairs is None else pairs.sums.numpy())
+                    + (block_stop - offsets) * outside[..., 2] + outside[..., 3])  # (B*H, Q)
 
+    def batched(values: torch.Tensor | None) -> np.ndarray | None:
+        return None if values is None else values.reshape(*shape, *values.shape[2:]).numpy()
 
-def measure_batch(maps: np.ndarray, tokens: TokenBatch, parts: Parts,
-                  norms: np.ndarray | None = None,
-                  buffers: dict | None = None) -> tuple[LayerRows, ...]:
-    """`measure` of each input of a batch: maps (B, H, Q, K), norms (B, H, K) or None;
-    `buffers`: a dict kept from one layer of the batch to the next (each input its own)."""
-    tokens.check(maps)
-    lengths = tokens.lengths
-    return tuple(
-        measure(tokens.cut(maps, index), tokens.item(index), parts,
-                None if norms is None or not parts.norms else norms[index, :, :lengths[index]],
-                None if buffers is None else buffers.setdefault(index, {}))
-        for index in range(tokens.batch_size))
+    return BatchRows(
+        query_lengths=query_lengths, row_sums=batched(row_sums), entropy=batched(entropy),
+        shares=batched(totals[..., 1:width]) if parts.statistics else None,
+        distance=batched(distance), left=batched(left), right=batched(right),
+        norm_sums=batched(totals[..., norm_at]) if parts.norms else None,
+        equal_tokens=None if pairs is None else pairs.result().numpy(),
+        thumbnails=None if thumbnails is None else tuple(t.result() for t in thumbnails),
+        head_sums=None if head_sums is None else tuple(s.numpy() for s in head_sums))
 
 
 def _zeros(buffers: dict | None, shape: tuple[int, int], dtype: torch.dtype) -> torch.Tensor:
@@ -223,103 +309,15 @@ def _torch_dtype(dtype) -> torch.dtype:
     return torch.from_numpy(np.zeros(0, dtype=np.dtype(dtype))).dtype
 
 
-def _outside(positions: torch.Tensor, start: int, stop: int) -> torch.Tensor:
-    """(k, 4) the columns that give, multiplied by a block's rows [start, stop), each row's
-    weight on the keys before the block and sum_k w (start - k) over them, then its weight on
-    the keys after the block and sum_k w (k - stop) over them (distances from the block's
-    edges: positive terms only, nothing cancels in float32)."""
-    columns = torch.zeros(positions.size(0), 4)  # (k, 4)
-    columns[:start, 0] = 1.0
-    columns[:start, 1] = start - positions[:start]
-    columns[stop:, 2] = 1.0
-    columns[stop:, 3] = positions[stop:] - stop
-    return columns
-
-
-def corner_columns(size: int) -> torch.Tensor:
-    """(b, b, 3) for a block's corner of b rows (its rows' own positions as keys), query q and
-    key k: k < q, k > q, |q - k|."""
-    index = torch.arange(size)
-    offsets = (index[:, None] - index[None, :]).float()  # (b, b) q - k
-    return torch.stack([(offsets > 0).float(), (offsets < 0).float(), offsets.abs()], dim=-1)
-
-
-def _corner(square: torch.Tensor, columns: torch.Tensor) -> torch.Tensor:
-    """(H, b, 3) for the block's (H, b, b) corner: each row's weight before and after the
-    diagonal, and sum_k w |q - k| over the corner (`columns`: corner_columns of b rows or more,
-    whose top-left corner is the same for fewer rows)."""
-    size = square.size(-1)
-    return (square[..., None] * columns[:size, :size]).sum(-2)  # (H, b, 3)
-
-
-def _entropy_terms(block: torch.Tensor, logs: torch.Tensor) -> torch.Tensor:
-    """(H, b) sum_k w ln w of each row (0 ln 0 = 0), with `logs` (H, b, k) as scratch: ln of
-    max(w, the smallest normal float) (vectorised, unlike xlogy: 2-3x faster), times w, summed.
-    A weight below that floor changes its term by less than 1e-36."""
+def _entropy_terms(block: torch.Tensor, logs: torch.Tensor, shortest: int,
+                   key_weight: torch.Tensor | None) -> torch.Tensor:
+    """(N, b) sum_k w ln w of each row (0 ln 0 = 0), with `logs` (N, b, k) as scratch: ln of
+    max(w, the smallest normal float) (vectorised, unlike xlogy: 2-3x faster), times w, summed
+    over the real keys (each input's terms from key `shortest` on weighted by `key_weight`
+    (B, 1, k) when given). A weight below that floor changes its term by less than 1e-36."""
     torch.clamp(block, min=TINY, out=logs).log_()
-    return logs.mul_(block).sum(-1)
-
-
-class _Pairs:
-    """Each row's weight on the earlier copies of its token, summed block by block: the
-    block's pairs are gathered while the block is in the processor's cache."""
-
-    def __init__(self, heads: int, item: ItemTokens):
-        self.queries, self.keys = (as_tensor(part)
-                                   for part in item.pairs_by_query)  # (P,) each
-        self.sums = torch.zeros(heads, item.queries, dtype=torch.float64)  # (H, Q)
-
-    def add(self, block: torch.Tensor, start: int, stop: int) -> None:
-        first, end = torch.searchsorted(self.queries, torch.tensor([start, stop])).tolist()
-        if end > first:
-            queries = self.queries[first:end]
-            gathered = block[:, queries - start, self.keys[first:end]]  # (H, p)
-            self.sums.index_add_(1, queries, gathered.double())
-
-
-class _Thumbnail:
-    """Each head's maps max-pooled while the pass goes over the rows: each query block's
-    elementwise maximum of its rows (all keys), then the key blocks of those few rows."""
-
-    def __init__(self, heads: int, queries: int, keys: int, cells: int):
-        self.cells = cells
-        self.starts = block_starts(queries, cells)  # (q,) each query block's first row
-        self.whole_rows = queries <= cells  # each row is its own block
-        # A causal row's unread keys are zero, and so is their maximum.
-        self.rows = torch.zeros(heads, len(self.starts), keys)  # (H, q, K)
-        self.filled = np.zeros(len(self.starts), dtype=bool)
-        self.ends = np.r_[self.starts[1:], queries]
-
-    def add(self, block: torch.Tensor, start: int, stop: int) -> None:
-        seen = block.size(-1)
-        if self.whole_rows:
-            self.rows[:, start:stop, :seen] = block
-            return
-        first = int(np.searchsorted(self.starts, start, side="right")) - 1
-        last = int(np.searchsorted(self.starts, stop - 1, side="right")) - 1
-        for index in range(first, last + 1):
-            rows = slice(max(self.starts[index], start) - start, min(self.ends[index], stop) - start)
-            part = torch.amax(block[:, rows], dim=1)  # (H, k)
-            target = self.rows[:, index, :seen]
-            if self.filled[index]:  # a causal row's unread keys count as its zeros
-                torch.maximum(target, part, out=target)
-            else:
-                target.copy_(part)
-            self.filled[index] = True
-
-    def result(self) -> np.ndarray:
-        """(H, q, k') float32, never a view of the maps."""
-        return max_pool(self.rows.numpy(), self.cells)
-
-
-def pooled_rows(matrix: torch.Tensor, cells: int) -> np.ndarray:
-    """(Q, K) -> (min(Q, cells), min(K, cells)) float32 numpy, the maximum of each block (as
-    models.analysis.pooling.max_pool), the rows pooled in torch; never a view of `matrix`."""
-    queries = matrix.size(0)
-    if queries <= cells:
-        rows = matrix.float().clone()
-    else:
-        starts = block_starts(queries, cells)
-        rows = torch.stack([torch.amax(matrix[begin:end], dim=0) for begin, end in
-                            zip(starts, [*starts[1:], queries])]).float()  # (q, K)
-    return max_pool(rows.numpy(), cells)
+    terms = logs.mul_(block)  # (N, b, k)
+    if key_weight is not None:
+        terms.view(key_weight.size(0), -1, terms.size(-1))[..., shortest:].mul_(
+            key_weight[..., shortest:])  # (B, H*b, k - shortest)
+    return terms.sum(-1)

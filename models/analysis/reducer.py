@@ -10,8 +10,10 @@ corpus are fed the same way, so each analysis is written once.
 Order: every layer of a batch from layer 0 up, then the next batch (layer 0 starts a batch).
 
 Padding is on the right: a reducer reads input b's maps cut to its real queries and keys
-(`TokenBatch.cut`), so a padded key weighs nothing and a padded query row counts in no mean; a
-padded batch gives, input by input, the numbers each input gives alone.
+(`TokenBatch.cut`), or the whole batch at once with each input's padded keys weighted 0 and its
+padded query rows left out of its means (the layer's pass, the statistics, the detectors), so a
+padded key weighs nothing and a padded query row counts in no mean; a padded batch gives,
+input by input, the numbers each input gives alone.
 
 Dimensions: B batch, N inputs seen, L layers, H heads, Q/K query/key positions.
 """
@@ -24,7 +26,7 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
-from models.analysis.layer_pass import LayerRows, Parts, measure_batch
+from models.analysis.layer_pass import BatchRows, Parts, measure_batch
 from models.analysis.token_batch import TokenBatch
 from models.hooks.record import ROW_SUM_TOLERANCE, AttentionRecord
 
@@ -63,8 +65,8 @@ class PassReducer(Reducer):
 
     @abstractmethod
     def take(self, layer: int, maps: np.ndarray, tokens: TokenBatch,
-             rows: Sequence[LayerRows], norms: np.ndarray | None = None) -> None:
-        """`add`, given the pass's rows of each input of the batch (`measure_batch`)."""
+             rows: BatchRows, norms: np.ndarray | None = None) -> None:
+        """`add`, given the pass's rows of the batch (`measure_batch`; `rows[b]` is input b's)."""
 
 
 class LayerLog(Generic[Value]):

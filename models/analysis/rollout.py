@@ -27,7 +27,8 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from models.analysis.layer_pass import LayerRows, Parts, as_tensor, pooled_rows
+from models.analysis.layer_pass import LayerRows, Parts, as_tensor
+from models.analysis.pass_parts import pooled_rows
 from models.analysis.pooling import PooledMap, pooled_map
 from models.analysis.reducer import LayerLog, PassReducer, reduce_record
 from models.analysis.token_batch import TokenBatch

@@ -21,13 +21,12 @@ Dimensions: B batch, N inputs seen, L layers, H heads, Q/K query/key positions.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from models.analysis.layer_pass import LayerRows, Parts, measure
+from models.analysis.layer_pass import BatchRows, Parts, measure_batch
 from models.analysis.reducer import (EMPTY_ROW_WEIGHT, LayerLog, PassReducer, reduce_record,
                                      row_mean)
 from models.analysis.token_batch import ItemTokens, TokenBatch
@@ -82,24 +81,27 @@ def uniform_entropy_bits(item: ItemTokens) -> float:
     return float(np.log2(visible).mean())
 
 
-def item_statistics(maps: np.ndarray, item: ItemTokens,
-                    rows: LayerRows | None = None) -> np.ndarray:
-    """(C, H) float64: every column of NUMERIC_COLUMNS for each head of one input's layer.
+def layer_statistics(maps: np.ndarray, tokens: TokenBatch,
+                     rows: BatchRows | None = None) -> np.ndarray:
+    """(B, C, H) float64: every column of NUMERIC_COLUMNS for each head of a batch's layer.
 
-    maps: (H, Q, K) float32 weights over the input's real tokens (read only); rows: the layer's
-    pass (models.analysis.layer_pass) with STATISTICS_PARTS, taken here when None. Each row's
-    sums come from the pass, the means over the live rows are taken in float64.
+    maps: (B, H, Q, K) float32 weights padded on the right (read only); rows: the layer's pass
+    (models.analysis.layer_pass.measure_batch) with STATISTICS_PARTS, taken here when None.
+    Each row's sums come from the pass, the means over each input's live rows (real, and not
+    emptied by a mask) are taken in float64, every input at once.
     """
     if rows is None:
-        rows = measure(maps, item, STATISTICS_PARTS)
-    heads = maps.shape[0]
-    live = rows.row_sums > EMPTY_ROW_WEIGHT  # (H, Q)
+        rows = measure_batch(maps, tokens, STATISTICS_PARTS)
+    batch, heads = maps.shape[:2]
+    queries = tokens.real if tokens.query_real is None else tokens.query_real  # (B, Q)
+    live = (rows.row_sums > EMPTY_ROW_WEIGHT) & queries[:, None]  # (B, H, Q)
     columns = {
         "entropy_bits": 0.0 - row_mean(rows.entropy, live) / np.log(2.0),  # nats to bits, 0 not -0
         "first": row_mean(maps[..., 0], live),
         "punctuation": row_mean(rows.shares[..., 2], live),
     }
-    if not item.rectangular:
+    if not tokens.rectangular:
+        has_next = tokens.real[:, None, 1:]  # (B, 1, Q-1) key q + 1 is a real token
         columns.update({
             "mean_distance": row_mean(rows.distance, live),
             "cls": row_mean(rows.shares[..., 0], live),
@@ -108,11 +110,11 @@ def item_statistics(maps: np.ndarray, item: ItemTokens,
             "previous": row_mean(np.diagonal(maps, offset=-1, axis1=-2, axis2=-1),
                                  live[..., 1:]),  # row i, key i - 1, for i >= 1
             "next": row_mean(np.diagonal(maps, offset=1, axis1=-2, axis2=-1),
-                             live[..., :-1]),  # row i, key i + 1, for i < Q - 1
+                             live[..., :-1] & has_next),  # row i, key i + 1, for i < n - 1
         })
     else:  # no key is the query itself
-        columns.update({name: np.full(heads, np.nan) for name in SQUARE_ONLY})
-    return np.stack([columns[name] for name in NUMERIC_COLUMNS])  # (C, H)
+        columns.update({name: np.full((batch, heads), np.nan) for name in SQUARE_ONLY})
+    return np.stack([columns[name] for name in NUMERIC_COLUMNS], axis=1)  # (B, C, H)
 
 
 def head_labels(columns: dict[str, np.ndarray], broad_bits: np.ndarray) -> np.ndarray:
@@ -183,13 +185,12 @@ class Statistics(PassReducer):
         return STATISTICS_PARTS
 
     def take(self, layer: int, maps: np.ndarray, tokens: TokenBatch,
-             rows: Sequence[LayerRows], norms: np.ndarray | None = None) -> None:
+             rows: BatchRows, norms: np.ndarray | None = None) -> None:
         tokens.check(maps)
-        items = [tokens.item(index) for index in range(tokens.batch_size)]
-        self._log.put(layer, [item_statistics(tokens.cut(maps, index), item, rows[index])
-                              for index, item in enumerate(items)])
+        self._log.put(layer, list(layer_statistics(maps, tokens, rows)))  # (C, H) per input
         if layer == 0:
-            self._broad_bits.extend(uniform_entropy_bits(item) for item in items)
+            self._broad_bits.extend(uniform_entropy_bits(tokens.item(index))
+                                    for index in range(tokens.batch_size))
 
     def result(self) -> HeadStatistics:
         values = self._log.stacked()  # (N, L, C, H)

@@ -51,6 +51,19 @@ class ItemTokens:
         return np.flatnonzero(self.special)
 
     @cached_property
+    def key_sets(self) -> np.ndarray:
+        """(K, 3) float32 indicators of the [CLS] (first special), [SEP] (other special) and
+        punctuation (not special) keys (computed once, read-only). A rectangular map's keys are
+        never special."""
+        special = [] if self.rectangular else self.special_positions.tolist()
+        sets = np.zeros((self.keys, 3), dtype=np.float32)  # (K, 3)
+        sets[special[:1], 0] = 1.0
+        sets[special[1:], 1] = 1.0
+        sets[:, 2] = self.punctuation
+        sets[special, 2] = 0.0
+        return _read_only((sets,))[0]
+
+    @cached_property
     def equal_token_pairs(self) -> tuple[np.ndarray, np.ndarray]:
         """`equal_token_pairs` of this input's keys (computed once, read-only)."""
         return _read_only(equal_token_pairs(self.codes, self.special))

@@ -54,29 +54,40 @@ def passage_distances(rows: np.ndarray) -> np.ndarray:
     N heads' rows, from (N, R, K) float32 rows that sum to 1. The distance is symmetric: each
     slice of heads is mixed with itself and the heads after it only (the upper triangle), each
     slice's mixtures within CORPUS_DISTANCE_CHUNK_BYTES (small enough to stay in the processor's
-    cache while their entropies are taken), and the lower triangle is its mirror."""
+    cache while their entropies are taken, in memory reused slice after slice), and the lower
+    triangle is its mirror.
+
+    Every weight is lifted by twice the smallest normal float (a weight of 1e-30 or more is
+    unchanged; a zero's term, and the change, are below 1e-36), so no logarithm is of zero and
+    no clamp is needed; the mixture (p + q) / 2 is the sum of the halved rows (halving is
+    exact), and two heads that attend identically mix to their own rows exactly: distance 0."""
     weights = torch.from_numpy(np.ascontiguousarray(rows, dtype=np.float32))  # (N, R, K)
-    count = weights.size(0)
-    own = _entropy_nats(weights)  # (N, R) each row's entropy
-    step = max(1, CORPUS_DISTANCE_CHUNK_BYTES // max(1, weights.numel() * weights.element_size()))
-    distances = np.zeros((count, count))
+    lifted = weights + 2 * _TINY  # (N, R, K)
+    half = lifted * 0.5  # (N, R, K)
+    count, size = lifted.size(0), lifted[0].numel()
+    own = _weighted_logs(lifted, torch.log(lifted))  # (N, R) sum w ln w
+    step = max(1, CORPUS_DISTANCE_CHUNK_BYTES // max(1, lifted.numel() * lifted.element_size()))
+    mixed_memory = torch.empty(min(step, count) * count * size)  # one slice's mixtures
+    log_memory = torch.empty_like(mixed_memory)  # ... and their logarithms
+    mixed_terms = torch.zeros(count, count, lifted.size(1))  # (N, N, R) upper triangle
     for start in range(0, count, step):
         end = min(start + step, count)
-        mixed = weights[start:end, None] + weights[None, start:]  # (c, N - start, R, K)
-        mixed_entropy = _entropy_nats(mixed.mul_(0.5))  # (c, N - start, R)
-        divergence = (mixed_entropy - 0.5 * (own[start:end, None] + own[None, start:])) \
-            / np.log(2.0)
-        distances[start:end, start:] = divergence.clamp(0.0, 1.0).sqrt().double().mean(-1).numpy()
+        shape = (end - start, count - start, *lifted.shape[1:])  # (c, N - start, R, K)
+        used = shape[0] * shape[1] * size
+        mixed = torch.add(half[start:end, None], half[None, start:],
+                          out=mixed_memory[:used].view(shape))
+        mixed_terms[start:end, start:] = _weighted_logs(
+            mixed, torch.log(mixed, out=log_memory[:used].view(shape)))
+    divergence = (0.5 * (own[:, None] + own[None]) - mixed_terms) / np.log(2.0)  # (N, N, R) bits
+    distances = divergence.clamp(0.0, 1.0).sqrt().double().mean(-1).numpy()  # (N, N)
     upper = np.triu(distances, 1)  # a head against itself: 0, not float32's rounding
     return upper + upper.T
 
 
-def _entropy_nats(weights: torch.Tensor) -> torch.Tensor:
-    """(...,) -sum_k w ln w over the last axis (0 ln 0 = 0: a zero weight's logarithm is taken
-    of the smallest normal float instead, and multiplied by 0). A vectorised logarithm and a
-    product, several times faster than torch.special.xlogy on a CPU."""
-    terms = weights.clamp_min(_TINY).log_().mul_(weights)
-    return terms.sum(-1).neg_()
+def _weighted_logs(weights: torch.Tensor, logs: torch.Tensor) -> torch.Tensor:
+    """(...,) sum_k w ln w over the last axis, from the weights and their logarithms (`logs` is
+    overwritten)."""
+    return logs.mul_(weights).sum(-1)
 
 
 class HeadDistances(Reducer):

@@ -59,8 +59,19 @@ class EmbeddingSampler:
         if layer != len(self._queries):
             raise ValueError(f"layer {layer} after {len(self._queries)} layers: layers are "
                              "added in order, from layer 0")
-        self._queries.append(query[self._items, :, self._tokens].to(torch.float16).numpy())
-        self._keys.append(key[self._items, :, self._tokens].to(torch.float16).numpy())
+        self._queries.append(self._sampled(query))
+        self._keys.append(self._sampled(key))
+
+    def _sampled(self, vectors: torch.Tensor) -> np.ndarray:
+        """(S, H, Dh) float16 the sampled tokens' vectors of (B, H, T, Dh) `vectors`: rows of
+        its (B x T, H, Dh) token-major view (the projection's own layout: no copy), gathered."""
+        batch, heads, tokens, width = vectors.shape
+        rows = vectors.transpose(1, 2).reshape(batch * tokens, heads, width)  # (B*T, H, Dh)
+        return rows.index_select(0, self._rows(tokens)).to(torch.float16).numpy()
+
+    def _rows(self, tokens: int) -> torch.Tensor:
+        """(S,) each sampled token's row in a (B x T) token-major view."""
+        return self._items * tokens + self._tokens
 
     def result(self, passages: np.ndarray, tokens: list[tuple[str, ...]]) -> EmbeddingPoints:
         """The sampled points of the batch whose passages are numbered `passages` (B,) with
