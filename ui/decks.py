@@ -6,6 +6,9 @@ reading of links as any other link (ui/links.py). Above the page a bar shows the
 Previous and Next (the arrow keys and Page Up/Down press them), the speaker's note on request and
 the way back to the deck. A small script in the page (no iframe, nothing fetched) presses the
 buttons for the keys, collapses the sidebar and scrolls the slide's main figure onto the screen.
+Moving on stays in the browser's page and its Streamlit session: a button's callback asks for the
+slide, and the next run opens it before the page is drawn (`_open_requested`) with
+st.switch_page: a rerun of the same session that changes the address bar and loads no document.
 
 Warming up walks the deck once, as presenting it would: every slide's page runs with its view,
 so every model, trace, generation and training it needs is made and kept in the server's caches
@@ -145,6 +148,8 @@ def _end() -> None:
 
 
 def _open_requested() -> None:
+    """Open the slide (or the deck page) a button asked for (Streamlit's switch_page: a rerun in
+    the same session)."""
     if REQUEST not in st.session_state:
         return
     slide = st.session_state.pop(REQUEST)
