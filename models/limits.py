@@ -33,6 +33,9 @@ TRACE_CACHE_BYTES = 512 * MIB
 ANALYSIS_CACHE_BYTES = 320 * MIB
 # Teaching pages, translations, fine-tuning before/after, layer walks and generations.
 RESULT_CACHE_BYTES = 256 * MIB
+# Figures as drawn (themed for presenter mode and the palette), counted by their JSON's size: a
+# view seen before is drawn without restyling (a sentence's heatmap is tens of KB).
+FIGURE_CACHE_BYTES = 64 * MIB
 # Random from-scratch encoders of the layer-walk page (~90 MB at width 384 with BERT's vocabulary).
 WALK_ENCODER_BYTES = 128 * MIB
 # Classifiers fine-tuned on this server (a MiniLM copy is ~90 MB); the newest stays even alone

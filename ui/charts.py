@@ -4,11 +4,16 @@ with a toolbar camera button that saves it as PNG or SVG, drawn by plotly.js in 
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
+import plotly.io
 import streamlit as st
 
+from models.store import stores
+from models.store.keys import result_key
+from ui.byte_caches import kept
 from viz.describe import describe
 from viz.style import SAFE_PALETTE, STANDARD_PALETTE
 from viz.theme import readable_text, themed
@@ -57,13 +62,38 @@ def readable(figure: go.Figure) -> go.Figure:
     return result
 
 
+@dataclass(frozen=True)
+class Shown:
+    """A figure as drawn (themed, readable), and the size of its JSON (what the store counts)."""
+
+    figure: go.Figure
+    spec_bytes: int
+
+    @property
+    def nbytes(self) -> int:
+        return self.spec_bytes
+
+
+def shown_figure(figure: go.Figure, settings: Presentation) -> go.Figure:
+    """`figure` themed for `settings` and with readable text, kept in the figures store by what
+    the figure is: restyling a figure walks every property through Plotly's validators (about
+    half a warmed page's run), so a view seen before (a warmed deck's slide) skips it. The figure
+    returned is shared between sessions: draw it, never change it."""
+    if getattr(figure, "_explorer_readable", False) and not settings.presenter \
+            and settings.palette == STANDARD_PALETTE:
+        return figure  # a kept figure given its colours when it was built: drawn as it is
+    spec = plotly.io.to_json(figure, validate=False)
+    key = result_key("shown figure", hashlib.sha256(spec.encode()).hexdigest(),
+                     settings.presenter, settings.palette)
+    return kept(stores.FIGURES, key, lambda: Shown(
+        readable_text(themed(figure, settings.presenter, settings.palette)), len(spec))).figure
+
+
 def show(figure: go.Figure, key: str, container=st, **plotly_chart_kwargs):
     """Draw `figure` in `container` (a column, a tab, the page) as the sidebar asks, named for
     screen readers by its text alternative (its title and what it shows, viz.describe)."""
     settings = presentation()
-    shown = themed(figure, settings.presenter, settings.palette)
-    if not getattr(shown, "_explorer_readable", False):  # a themed copy is never marked
-        shown = readable_text(shown)
+    shown = shown_figure(figure, settings)
     config = {**chart_config(key, settings.figure_format), **plotly_chart_kwargs.pop("config", {})}
     alt = plotly_chart_kwargs.pop("alt", None) or describe(figure)
     return container.plotly_chart(shown, key=key, config=config, alt=alt, **plotly_chart_kwargs)

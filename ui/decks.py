@@ -6,6 +6,9 @@ reading of links as any other link (ui/links.py). Above the page a bar shows the
 Previous and Next (the arrow keys and Page Up/Down press them), the speaker's note on request and
 the way back to the deck. A small script in the page (no iframe, nothing fetched) presses the
 buttons for the keys, collapses the sidebar and scrolls the slide's main figure onto the screen.
+Moving on stays in the browser's page and its Streamlit session: a button's callback asks for the
+slide, and the next run opens it before the page is drawn (`_open_requested`) with
+st.switch_page: a rerun of the same session that changes the address bar and loads no document.
 
 Warming up walks the deck once, as presenting it would: every slide's page runs with its view,
 so every model, trace, generation and training it needs is made and kept in the server's caches
@@ -46,6 +49,8 @@ SHOWING = "deck_showing"  # session key: the deck being presented, and where
 REQUEST = "deck_request"  # session key: the slide a button asked to open (callbacks cannot switch)
 WARMING = "deck_warming"  # session key: a warm-up walking the deck
 WARMED = "deck_warmed"  # session key: what the last warm-up measured
+CHOICE = "deck_choice"  # the deck page's choice of deck (its selectbox's key)
+RETURN_CHOICE = "deck_return_choice"  # session key: the choice to restore on the deck page
 NOT_SLIDES = {"deck"}  # pages a slide cannot show
 logger = logging.getLogger("attention_explorer")
 HEADER_PX = 64  # Streamlit's top bar: a figure scrolled to the top lands below it
@@ -114,6 +119,7 @@ def present(deck: Deck, index: int = 0) -> None:
     """Button callback: present `deck` from slide `index`, in presenter mode."""
     st.session_state[SHOWING] = Showing(deck, index)
     st.session_state[PRESENTER] = True
+    st.session_state[RETURN_CHOICE] = st.session_state.get(CHOICE)
     st.session_state[REQUEST] = deck.slides[index]
 
 
@@ -121,6 +127,7 @@ def warm_up(deck: Deck) -> None:
     """Button callback: walk every slide of `deck` once (see the module's docstring)."""
     st.session_state.pop(SHOWING, None)
     st.session_state[WARMING] = Warming(deck)
+    st.session_state[RETURN_CHOICE] = st.session_state.get(CHOICE)
     st.session_state[REQUEST] = deck.slides[0]
 
 
@@ -145,10 +152,16 @@ def _end() -> None:
 
 
 def _open_requested() -> None:
+    """Open the slide (or the deck page) a button asked for (Streamlit's switch_page: a rerun in
+    the same session)."""
     if REQUEST not in st.session_state:
         return
     slide = st.session_state.pop(REQUEST)
-    if slide is None:
+    if slide is None:  # back on the deck page, the deck just presented or warmed is chosen
+        # again (the other pages' runs forget the selectbox's value)
+        choice = st.session_state.pop(RETURN_CHOICE, None)
+        if choice is not None:
+            st.session_state[CHOICE] = choice
         st.switch_page(DECK_PAGE)
     st.switch_page(page_file(slide), query_params=slide.query)
 
@@ -309,7 +322,7 @@ def load_linked_deck() -> None:
     except DeckError as error:
         st.error(str(error))
         return
-    st.session_state["deck_choice"] = "mine"
+    st.session_state[CHOICE] = "mine"
     st.success("The deck from the link is now your deck: present it, warm it up or change it.")
 
 

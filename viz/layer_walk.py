@@ -48,14 +48,19 @@ def steps_figure(walk) -> go.Figure:
     steps = walk.steps
     count = len(steps)
     figure = go.Figure()
+    # a step's tile and its arrow down to the next step, set on the layout at once (adding them
+    # one by one re-validates every earlier one each time)
+    tiles, arrows = [], []
     for row, step in enumerate(steps):
         y = count - 1 - row
-        figure.add_shape(type="rect", x0=0.0, x1=1.0, y0=y - 0.42, y1=y + 0.42, layer="below",
-                         fillcolor=STAGE_COLOURS[_stage(step.key)], line=dict(color=style.TILE_OUTLINE))
-        if row < count - 1:  # an arrow down to the next step
-            figure.add_annotation(x=0.5, y=y - 0.58, ax=0.5, ay=y - 0.42, xref="x", yref="y",
-                                  axref="x", ayref="y", showarrow=True, arrowhead=2,
-                                  arrowcolor="#636363", text="")
+        tiles.append(dict(type="rect", x0=0.0, x1=1.0, y0=y - 0.42, y1=y + 0.42, layer="below",
+                          fillcolor=STAGE_COLOURS[_stage(step.key)],
+                          line=dict(color=style.TILE_OUTLINE)))
+        if row < count - 1:
+            arrows.append(dict(x=0.5, y=y - 0.58, ax=0.5, ay=y - 0.42, xref="x", yref="y",
+                               axref="x", ayref="y", showarrow=True, arrowhead=2,
+                               arrowcolor="#636363", text=""))
+    figure.update_layout(shapes=tiles, annotations=arrows)
     figure.add_trace(go.Scatter(
         x=[0.02] * count, y=[count - 1 - r for r in range(count)], mode="text",
         text=[f"<b>{i + 1}. {step.title}</b>   {step.formula}" for i, step in enumerate(steps)],

@@ -23,6 +23,8 @@ ANALYSES = Store("analyses", Budget(bytes=limits.ANALYSIS_CACHE_BYTES))
 # Every other page's results: teaching pages, translations, fine-tuning's before/after, layer
 # walks, generations.
 RESULTS = Store("results", Budget(bytes=limits.RESULT_CACHE_BYTES))
+# Figures as drawn for a presentation (ui/charts.py), by what the figure is.
+FIGURES = Store("drawn figures", Budget(bytes=limits.FIGURE_CACHE_BYTES))
 # The random from-scratch encoders of the layer-walk page.
 WALK_ENCODERS = Store("walk encoders", Budget(bytes=limits.WALK_ENCODER_BYTES))
 # Classifiers fine-tuned on this server: the newest stays even alone over the budget.

@@ -59,3 +59,36 @@ def test_a_deck_presents_with_the_arrow_keys_and_its_figures_on_the_first_screen
         assert outside == []
     finally:
         context.close()
+
+
+def test_a_warmed_deck_is_still_the_chosen_one_and_presents(app_url, browser):
+    """Warming a deck that is not the first walks every other page; back on the deck page the
+    same deck is chosen, so Present presents it (not the first deck)."""
+    context = browser.new_context(viewport=VIEWPORT)
+    page = context.new_page()
+    outside = guard_requests(page)
+    try:
+        page.goto(f"{app_url}/deck?choice=chapter-2")
+        page.get_by_role("heading", name="Slide decks").wait_for(timeout=SLOW_MS)
+        wait_idle(page, SLOW_MS)
+        page.locator(".st-key-deck_warm button").first.click()
+        page.get_by_text("Warmed up 2 slides").wait_for(timeout=SLOW_MS)
+        wait_idle(page, SLOW_MS)
+        page.locator(".st-key-deck_present button").first.click()
+        _bar_says(page, "slide 1 of 2")
+        assert "Chapter 2" in page.locator(".st-key-deck_bar").inner_text()
+        _main_figure_on_screen(page, "maps_heatmap")
+        page.keyboard.press("ArrowRight")
+        _bar_says(page, "slide 2 of 2")
+        _main_figure_on_screen(page, "rollout_rolled")
+        page.locator(".st-key-deck_end button").first.click()  # a rerun may show the old one
+        page.get_by_role("heading", name="Slide decks").wait_for(timeout=SLOW_MS)
+        wait_idle(page, SLOW_MS)
+        page.locator(".st-key-deck_present button").first.click()
+        _bar_says(page, "slide 1 of 2")  # after End, the same deck again
+
+        assert page.locator('[data-testid="stException"]').count() == 0
+        assert page.get_by_text(GUARD_MESSAGE).count() == 0
+        assert outside == []
+    finally:
+        context.close()
