@@ -5,6 +5,7 @@ with a toolbar camera button that saves it as PNG or SVG, drawn by plotly.js in 
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
@@ -53,15 +54,6 @@ def chart_config(key: str, figure_format: str) -> dict:
     return {"toImageButtonOptions": image, "displaylogo": False}
 
 
-def readable(figure: go.Figure) -> go.Figure:
-    """`readable_text(figure)`, marked so that `show` draws it as it is: a figure kept for
-    every session (ui.kept.kept_figure) is given its text colours once, not on every run (a
-    copy of a many-panel figure costs a cached view's run most of its time)."""
-    result = readable_text(figure)
-    result._explorer_readable = True  # an underscore attribute: Plotly lets it be set
-    return result
-
-
 @dataclass(frozen=True)
 class Shown:
     """A figure as drawn (themed, readable), and the size of its JSON (what the store counts)."""
@@ -78,12 +70,12 @@ def shown_figure(figure: go.Figure, settings: Presentation) -> go.Figure:
     """`figure` themed for `settings` and with readable text, kept in the figures store by what
     the figure is: restyling a figure walks every property through Plotly's validators (about
     half a warmed page's run), so a view seen before (a warmed deck's slide) skips it. The figure
-    returned is shared between sessions: draw it, never change it."""
-    if getattr(figure, "_explorer_readable", False) and not settings.presenter \
-            and settings.palette == STANDARD_PALETTE:
-        return figure  # a kept figure given its colours when it was built: drawn as it is
+    returned is shared between sessions: draw it, never change it. The key is the figure's JSON
+    with its keys sorted: Plotly writes a trace's properties in the order they were last set,
+    which a figure made of subplots changes after its first serialisation."""
     spec = plotly.io.to_json(figure, validate=False)
-    key = result_key("shown figure", hashlib.sha256(spec.encode()).hexdigest(),
+    canonical = json.dumps(json.loads(spec), sort_keys=True, separators=(",", ":"))
+    key = result_key("shown figure", hashlib.sha256(canonical.encode()).hexdigest(),
                      settings.presenter, settings.palette)
     return kept(stores.FIGURES, key, lambda: Shown(
         readable_text(themed(figure, settings.presenter, settings.palette)), len(spec))).figure

@@ -11,7 +11,6 @@ import plotly.graph_objects as go
 import plotly.io
 
 from models.hooks.access import Attention
-from ui import charts
 
 
 @dataclass(frozen=True)
@@ -31,12 +30,12 @@ class KeptFigure:
 def kept_figure(attention: Attention, key: tuple[Hashable, ...],
                 build: Callable[[], go.Figure]) -> go.Figure:
     """`build()`'s figure for this input and `key` (everything `build` reads besides the input),
-    built once per server, given its readable text colours once (charts.readable), and kept
-    with the input's other results (`attention.remember`, the byte-bounded trace store): a
-    second session opening the same view draws it without building it again. Nothing may
-    change the figure it returns."""
+    built once per server and kept with the input's other results (`attention.remember`, the
+    byte-bounded trace store): a second session opening the same view draws it without building
+    it again (and charts.show finds it already themed). Nothing may change the figure it
+    returns."""
     def built() -> KeptFigure:
-        figure = charts.readable(build())
+        figure = build()
         return KeptFigure(figure, len(plotly.io.to_json(figure, validate=False)))
     return attention.remember(("figure", *key), built).figure
 

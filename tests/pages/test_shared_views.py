@@ -44,7 +44,7 @@ def test_a_second_session_draws_the_same_view_without_building_its_figures(monke
     assert (len(heads), len(grids)) == (2, 1)
 
 
-def test_a_kept_figure_gets_its_text_colours_once_and_every_session_sees_them(monkeypatch):
+def test_a_kept_figure_is_given_its_text_colours_once_and_every_session_sees_them(monkeypatch):
     from ui import charts
     from viz.style import FIGURE_TEXT_COLOR
 
@@ -58,7 +58,7 @@ def test_a_kept_figure_gets_its_text_colours_once_and_every_session_sees_them(mo
 
     monkeypatch.setattr(charts, "readable_text", counted)
     first = run_page(text=text, state={"maps_layer": 0, "maps_head": 1})
-    assert len(copies) == 2  # the head's map and the layer's grid, when they are built
+    assert len(copies) == 2  # the head's map and the layer's grid, the first time they are shown
     second = run_page(text=text, state={"maps_layer": 0, "maps_head": 1})
     assert len(copies) == 2  # a second session: no copy made again
     assert figures(second) == figures(first)
