@@ -117,7 +117,7 @@ def offer(export: Export, key: str, container=st) -> None:
                      f"{_megabytes(MAX_EXPORT_BYTES)}, the most a download may be.")
         return
     if found is not None:
-        slot.markdown(_link(found, export), unsafe_allow_html=True)
+        slot.html(_link(found, export))  # not markdown: no HTML parser loaded in the browser
 
 
 def _served() -> bool:

@@ -162,7 +162,7 @@ def _presenter_section() -> None:
     st.radio("Download figures as", charts.FORMATS, key=charts.FIGURE_FORMAT, horizontal=True,
              help="The camera button above each figure saves it in this format.")
     if st.session_state.get(charts.PRESENTER):
-        st.markdown(PRESENTER_CSS, unsafe_allow_html=True)
+        st.html(PRESENTER_CSS)  # styles only: Streamlit puts it where it takes no space
 
 
 @dataclass(frozen=True)

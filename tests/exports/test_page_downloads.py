@@ -19,7 +19,7 @@ def prepared_file(at, key: str, file_name: str):
     """Press the Prepare button `key`, rerun, and return the linked file's bytes."""
     at.button(key=key).click().run()
     assert_no_failure(at)
-    links = "".join(element.value for element in at.markdown)
+    links = "".join(element.value for element in at.html)
     found = re.search(rf'href="{STATIC_URL}/([^"]+)" download="{re.escape(file_name)}"', links)
     assert found, links
     return (STATIC_DIR / unquote(found.group(1))).read_bytes()

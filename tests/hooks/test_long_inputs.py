@@ -118,7 +118,7 @@ def test_the_all_heads_page_reads_a_long_decoder_input_whole(decoder_runner):
     np.testing.assert_allclose(array(whole["data"][0]["z"]).max(), exact.max(), atol=1e-5)
     assert window["data"][0]["zmax"] == whole["data"][0]["zmax"] < 1  # one colour scale
     links = re.findall(r'<a href="app/static/([^"]+)" download="([^"]+)"',
-                       "".join(element.value for element in at.markdown))
+                       "".join(element.value for element in at.html))
     stem = "HuggingFaceTB_SmolLM2-135M-Instruct"
     assert [name for _, name in links] == [f"{stem}_L29H8_{count}tokens.npz"]
     with np.load(STATIC_DIR / links[0][0], allow_pickle=False) as head:  # small: written at once

@@ -133,7 +133,7 @@ def test_all_heads_page_shows_the_mosaic_and_the_exact_head(default_model):
     np.testing.assert_allclose(array(head_figure["data"][0]["z"]), expected[4, 9], atol=1e-5)
     stem = "sentence-transformers_all-MiniLM-L6-v2"  # short: every export is a link at once
     links = re.findall(r'<a href="app/static/exports/[^"]+" download="([^"]+)"',
-                       "".join(element.value for element in at.markdown))
+                       "".join(element.value for element in at.html))
     assert links == [f"{stem}_L4H9.csv", f"{stem}_L4.json", f"{stem}.npz"]
 
 

@@ -108,7 +108,7 @@ def test_the_pages_read_a_long_decoder_input_whole(decoder_runner):
     np.testing.assert_allclose(array(grid["data"][3]["z"]), max_pool(exact[29][3][None], 64)[0],
                                atol=6e-4)  # drawn to 3 decimals
     assert f'download="HuggingFaceTB_SmolLM2-135M-Instruct_L29H8_{count}tokens.npz"' in "".join(
-        element.value for element in maps.markdown)  # one head: a link at once
+        element.value for element in maps.html)  # one head: a link at once
     assert maps.button(key="maps_export_thumbs_npz").label == (
         "Prepare every head's thumbnail as NPZ")
 

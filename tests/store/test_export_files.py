@@ -263,7 +263,7 @@ def test_static_serving_is_on_and_the_store_fits_its_limits():
 def linked_files(at) -> dict[str, Path]:
     """File name -> the file on disk, for every download link on the page."""
     found = {}
-    for element in at.markdown:
+    for element in at.html:
         for url, name in LINK.findall(element.value):
             assert url.startswith(export_files.STATIC_URL + "/exports/")
             found[name] = export_files.STATIC_DIR / url.removeprefix(export_files.STATIC_URL + "/")
