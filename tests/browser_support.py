@@ -20,6 +20,7 @@ CHROMIUM_ARGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
 START_TIMEOUT_S = 90
+SKELETON_PATIENCE_MS = 15_000  # a skeleton this long after the run is not a part loading
 # (url path, heading to wait for): every page of app.py's navigation
 PAGES = [
     ("", "Attention maps"),
@@ -150,19 +151,23 @@ def set_sidebar_text(page, text: str) -> None:
 
 def wait_idle(page, timeout_ms: int = 60_000) -> None:
     """Wait until Streamlit has finished running the script: the app root's script state reads
-    "notRunning" and stays so for 200 ms. (The status widget is no signal: the app's
-    toolbarMode = "minimal" never shows it.)"""
+    "notRunning" and stays so for 200 ms, and no element still shows its loading skeleton (a
+    lazily loaded part, such as Plotly's, shows one for seconds in a fresh browser after the
+    script is done) unless one stays for SKELETON_PATIENCE_MS. (The status widget is no signal:
+    the app's toolbarMode = "minimal" never shows it.)"""
     page.wait_for_timeout(300)
     page.wait_for_function(
-        """() => {
+        """patience => {
             const app = document.querySelector('[data-testid="stApp"]');
             if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') {
                 window.__explorerIdleSince = undefined;
                 return false;
             }
             window.__explorerIdleSince = window.__explorerIdleSince || performance.now();
-            return performance.now() - window.__explorerIdleSince > 200;
-        }""", timeout=timeout_ms, polling=100)
+            const idle = performance.now() - window.__explorerIdleSince;
+            const loading = document.querySelector('[data-testid="stSkeleton"]') !== null;
+            return idle > 200 && (!loading || idle > patience);
+        }""", arg=SKELETON_PATIENCE_MS, timeout=timeout_ms, polling=100)
 
 
 def visit(page, url: str, path: str, heading: str, text: str | None = None) -> None:

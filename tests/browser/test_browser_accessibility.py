@@ -12,6 +12,7 @@ from urllib.parse import urlparse
 import pytest
 from axe_playwright_python.sync_playwright import Axe
 
+from tests.app_support import GUARD_MESSAGE
 from tests.browser_support import NO_PLOTLY_ON_OPEN, PAGES, guard_requests, visit, wait_idle
 from viz.palettes import contrast_ratio
 
@@ -51,6 +52,16 @@ def settle(page) -> None:
     page.wait_for_function("() => window.__explorerFormulas === true", timeout=SLOW_MS)
     page.wait_for_function("""() => [...document.querySelectorAll('[data-testid="stPlotlyChart"]')]
         .every(chart => chart.querySelector('.main-svg'))""", timeout=SLOW_MS)
+
+
+def failures(page, where: str) -> list[str]:
+    """An exception box or app.py's guard message on the page as it is now."""
+    found = []
+    if page.locator('[data-testid="stException"]').count():
+        found.append(f"{where}: an exception is shown")
+    if page.get_by_text(GUARD_MESSAGE).count():
+        found.append(f"{where}: app.py's guard message is shown")
+    return found
 
 
 def squeezed(text: str) -> str:
@@ -129,15 +140,17 @@ def open_by_menu(page, path: str) -> None:
 
 @pytest.mark.parametrize("path, heading", PAGES, ids=[path or "home" for path, _ in PAGES])
 def test_the_page_passes_axe_in_both_themes_with_named_figures(app_url, page, path, heading):
-    """Light: the page opened by its address. Presenter mode: opened by its link with
-    `present=true`, as a prepared slide opens."""
+    """Light: the page opened by its address, the sidebar's sentence box beside it. Presenter
+    mode: opened by its link with `present=true`, as a prepared slide opens. Neither shows an
+    exception or app.py's guard message."""
     visit(page, app_url, path, heading)
+    assert page.get_by_label("Sentence", exact=True).count() == 1, f"no sidebar on /{path}"
     if path not in NO_PLOTLY_ON_OPEN:  # its figures drawn, not only the first thing on the page
         page.locator('[data-testid="stPlotlyChart"] .main-svg').first.wait_for(timeout=SLOW_MS)
     settle(page)
     problems = blocking_violations(page, f"/{path} light")
     light, named = figure_problems(page, f"/{path} light")
-    problems += named + unfocusable_controls(page, f"/{path}")
+    problems += named + unfocusable_controls(page, f"/{path}") + failures(page, f"/{path} light")
 
     separator = "&" if "?" in path else "?"
     page.goto(f"{app_url}/{path}{separator}present=true")
@@ -151,7 +164,7 @@ def test_the_page_passes_axe_in_both_themes_with_named_figures(app_url, page, pa
                          "s.textContent.includes(text))", PRESENTER_STYLE), path
     problems += blocking_violations(page, f"/{path} presenter")
     presented, named = figure_problems(page, f"/{path} presenter")
-    problems += named
+    problems += named + failures(page, f"/{path} presenter")
     assert problems == [], "\n".join(problems)
     if path not in NO_PLOTLY_ON_OPEN:
         assert light >= 1 and presented >= light, (light, presented)
