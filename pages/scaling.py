@@ -7,7 +7,8 @@ from ui import teaching_cache as teach
 from ui.charts import presentation, show
 from ui.routing import through_app
 from viz.scaling import (APPROXIMATION_NOTE, LINEAR_SCALE, LOG_LOG_SCALE, SQRT_SCALE, X_SCALES,
-                         dot_product_figure, entropy_curve_figure, softmax_bars_figure)
+                         dot_product_figure, entropy_curve_figure, legend_above_plot,
+                         softmax_bars_figure)
 
 through_app()
 
@@ -23,14 +24,14 @@ PRESENTER_NOTE_PX = 18
 
 
 def for_a_column(figure):
-    """The dot-product figure in a column: its legend inside the top panel (where the curves
-    leave room) and its note wrapped into short lines, with room for them under the axis."""
-    figure.update_layout(legend=dict(orientation="v", x=0.01, xanchor="left", y=1.0,
-                                     yanchor="top", bgcolor="rgba(255, 255, 255, 0.85)"))
+    """The dot-product figure in a column: its legend between the title and the plot, and its
+    note wrapped into short lines, with room for them under the axis."""
+    presenter = presentation().presenter
+    legend_above_plot(figure, max(figure.layout.font.size, PRESENTER_NOTE_PX if presenter else 0))
     note = figure.layout.annotations[-1]
     lines = [part for line in note.text.split("<br>")
              for part in textwrap.wrap(line, NOTE_CHARACTERS)]
-    size = max(note.font.size or 0, PRESENTER_NOTE_PX if presentation().presenter else 0)
+    size = max(note.font.size or 0, PRESENTER_NOTE_PX if presenter else 0)
     room = AXIS_TITLE_PX + round(len(lines) * size * LINE_HEIGHT)
     note.update(text="<br>".join(lines), yshift=-room + 10)
     figure.update_layout(margin=dict(b=room), height=figure.layout.height + room

@@ -26,6 +26,9 @@ SCALE_NOTES = {
 SQRT_TICK_CANDIDATES = (0, 1, 10, 100, 500, 1000, 2500, 5000, 10_000, 25_000, 50_000, 100_000)
 MIN_TICK_GAP = 0.06  # of the axis: closer √d ticks would print on top of each other
 AXIS_PADDING = 1.03  # the √d axis ends a little after the largest d
+LEGEND_LINE_HEIGHT = 1.5  # of the legend's font size, one entry a line
+LEGEND_PADDING_PX = 12
+TITLE_PAD_PX = 8  # the title at the figure's top, over the legend's room (not centred in it)
 
 # In the figure, short (it keeps its height for its two rows) ...
 APPROXIMATION_SHORT = "Dashed: √(2d/π), an approximation that holds for large d."
@@ -131,6 +134,20 @@ def dot_product_figure(dimensions: np.ndarray, measured: np.ndarray, approximati
                           yshift=-style.NOTE_MARGIN_PX + 10, yanchor="bottom",
                           showarrow=False, xanchor="left", align="left",
                           font=dict(size=style.SMALL_FONT_SIZE + 1))
+    return figure
+
+
+def legend_above_plot(figure: go.Figure, font_px: float) -> go.Figure:
+    """The dot-product figure's legend in a narrow column: one entry a line, left, between the
+    title and the plot, which moves down to make room (beside the plot there is none, and inside
+    it the legend would hide the curves, which rise to the right)."""
+    entries = sum(1 for trace in figure.data if trace.showlegend is not False)
+    room = round(entries * font_px * LEGEND_LINE_HEIGHT + LEGEND_PADDING_PX)
+    figure.update_layout(
+        legend=dict(orientation="v", x=0.0, xanchor="left", y=1.0, yanchor="bottom",
+                    font=dict(size=font_px)),
+        margin=dict(t=figure.layout.margin.t + room), height=figure.layout.height + room,
+        title=dict(yref="container", y=1.0, yanchor="top", pad=dict(t=TITLE_PAD_PX)))
     return figure
 
 

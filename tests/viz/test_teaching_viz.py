@@ -9,7 +9,8 @@ from models.hooks.record import AttentionRecord
 from viz import style
 from viz.masks import allowed_range, mask_figure, mask_steps_figures, masked_heatmap, side_by_side
 from viz.positions import similarity_heatmap, sinusoid_heatmap
-from viz.scaling import dot_product_figure, entropy_curve_figure, softmax_bars_figure
+from viz.scaling import (LEGEND_LINE_HEIGHT, LEGEND_PADDING_PX, dot_product_figure,
+                         entropy_curve_figure, legend_above_plot, softmax_bars_figure)
 
 TOKENS = ("[CLS]", "<b>x</b>", "y", "[SEP]")
 CAUSAL = np.tril(np.ones((4, 4), dtype=bool))
@@ -88,6 +89,20 @@ def test_scaling_figures_hold_the_numbers():
                                  num_keys=8, highlight=10)
     assert curve.data[0].y.tolist() == [3.0, 3.0, 3.0]  # log2(8): uniform
     assert list(curve.data[-1].x) == [10, 10]
+
+
+def test_the_dot_product_legend_gets_its_own_room_above_the_plot():
+    dims = np.array([1, 10, 100])
+    approximation = np.sqrt(2 * dims / np.pi)
+    figure = dot_product_figure(dims, approximation, approximation, samples=50, highlight=(10, 2.5))
+    top, height = figure.layout.margin.t, figure.layout.height
+    legend_above_plot(figure, 18)
+    room = 3 * 18 * LEGEND_LINE_HEIGHT + LEGEND_PADDING_PX  # three entries, the ratio has none
+    assert figure.layout.margin.t == top + round(room) and figure.layout.height == height + round(room)
+    legend = figure.layout.legend  # above the plot area (paper y 1), not over the curves
+    assert (legend.y, legend.yanchor, legend.orientation, legend.font.size) == (1.0, "bottom", "v", 18)
+    title = figure.layout.title  # at the top: centred in the taller margin it would meet the legend
+    assert (title.yref, title.y, title.yanchor) == ("container", 1.0, "top")
 
 
 def test_position_figures():
