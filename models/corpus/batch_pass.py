@@ -96,11 +96,13 @@ def measure_batch(loaded, batch: PlannedBatch, setup: BatchSetup) -> BatchResult
     sampler = EmbeddingSampler([positions for _, positions in draws],
                                num_layers(loaded.model))
 
+    kept: dict = {}  # what the pass reads besides the maps, made once for the batch
+
     def sink(layer: int, captured: LayerCapture) -> None:
         weights = captured.weights
         maps = (weights if weights.dtype == torch.float32 else weights.float()).numpy()
         maps.setflags(write=False)  # (B, H, T, T), valid during this call only
-        rows = measure_rows(maps, tokens, parts)  # one pass over the maps for both reducers
+        rows = measure_rows(maps, tokens, parts, buffers=kept)  # one pass, both reducers
         for reducer in (statistics, detectors):
             reducer.take(layer, maps, tokens, rows)
         distances.add(layer, maps, tokens)
