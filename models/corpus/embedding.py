@@ -57,6 +57,7 @@ class EmbeddingSampler:
         self._queries: np.ndarray | None = None  # (S, L, H, Dh) float16, from layer 0
         self._keys: np.ndarray | None = None  # (S, L, Hkv, Dh)
         self._added = 0
+        self._gathered: dict[int, torch.Tensor] = {}  # gathered rows, by row width
 
     def add(self, layer: int, query: torch.Tensor, key: torch.Tensor) -> None:
         """query (B, H, T, Dh), key (B, Hkv, T, Dh) of layer `layer` (layers in order)."""
@@ -75,11 +76,17 @@ class EmbeddingSampler:
 
     def _put(self, target: np.ndarray, layer: int, vectors: torch.Tensor) -> None:
         """target[:, layer] = the sampled tokens' (S, H, Dh) vectors of (B, H, T, Dh) `vectors`
-        as float16: rows of its (B x T, H, Dh) token-major view (the projection's own layout: no
-        copy), gathered, then converted while written."""
+        as float16: rows of its (B x T, H*Dh) token-major view (the projection's own layout: no
+        copy), gathered into memory reused every layer, then converted while written."""
         batch, heads, tokens, width = vectors.shape
-        rows = vectors.transpose(1, 2).reshape(batch * tokens, heads, width)  # (B*T, H, Dh)
-        torch.from_numpy(target)[:, layer].copy_(rows.index_select(0, self._rows(tokens)))
+        rows = vectors.transpose(1, 2).reshape(batch * tokens, heads * width)  # (B*T, H*Dh)
+        gathered = self._gathered.get(heads * width)  # (S, H*Dh) float32, reused every layer
+        if gathered is None or gathered.dtype != rows.dtype:
+            gathered = self._gathered[heads * width] = torch.empty(len(self._tokens),
+                                                                   heads * width,
+                                                                   dtype=rows.dtype)
+        torch.index_select(rows, 0, self._rows(tokens), out=gathered)
+        torch.from_numpy(target)[:, layer].view(len(gathered), heads * width).copy_(gathered)
 
     def _rows(self, tokens: int) -> torch.Tensor:
         """(S,) each sampled token's row in a (B x T) token-major view."""
