@@ -30,7 +30,8 @@ from dataclasses import dataclass, fields
 import numpy as np
 import torch
 
-from models.analysis.pass_parts import PairSums, ThumbnailRows, corner_sums, outside_columns
+from models.analysis.pass_parts import (PairSums, ThumbnailRows, corner_sums, entropy_terms,
+                                         kept_zeros, outside_columns, torch_dtype)
 from models.analysis.token_batch import ItemTokens, TokenBatch
 
 # A block of query rows holds at most this many weights of every head (8 MB of float32): few
@@ -46,7 +47,6 @@ CORNER_SHARE = 8
 CORNER_ROWS = 16
 KEY_SETS = ("cls", "sep", "punctuation")
 COLUMNS = 16  # the product with the key columns: at most 9 used (measured: 2x faster than 9)
-TINY = torch.finfo(torch.float32).tiny
 
 
 @dataclass(frozen=True)
@@ -172,7 +172,8 @@ def measure_batch(maps: np.ndarray, tokens: TokenBatch, parts: Parts,
     """Every input of a batch measured in one pass: maps (B, H, Q, K) padded on the right
     (what a padded key or query holds is never read into an input's numbers), norms (B, H, K)
     or None; `buffers`: a dict kept from one layer of the batch to the next (each input its
-    own). Input b's rows are the ones `measure` gives for its maps cut to its real tokens."""
+    own; the pass's key columns, key weights and scratch are made once, at the first layer).
+    Input b's rows are the ones `measure` gives for its maps cut to its real tokens."""
     tokens.check(maps)
     items = tuple(tokens.item(index) for index in range(tokens.batch_size))
     kept = None if buffers is None else tuple(buffers.setdefault(index, {})
@@ -193,23 +194,12 @@ def _measure(weights: torch.Tensor, items: Sequence[ItemTokens], parts: Parts,
     square = not items[0].rectangular
     causal = items[0].causal and square
     sides = square and (parts.sides or parts.statistics)
-    lengths = [item.keys for item in items]
     query_lengths = tuple(item.queries for item in items)
-    key_weight = None  # (B, K) 1 on a real key, 0 on a padded one; None without padding
-    shortest = min(lengths)  # the keys before it are real in every input
-    if shortest < keys:
-        key_weight = (torch.arange(keys)[None] < torch.tensor(lengths)[:, None]).float()
     width = 4 if parts.statistics else 1  # the row's total, then the KEY_SETS
-    fixed = torch.zeros(batch, keys, width)  # (B, K, width)
-    for index, item in enumerate(items):
-        fixed[index, :item.keys, 0] = 1.0
-        if parts.statistics:
-            fixed[index, :item.keys, 1:] = as_tensor(item.key_sets)
     norm_at = width + (4 if sides else 0)  # columns: fixed, outside (sides), norms (last)
-    # Every map's columns, padded with zeros to COLUMNS (a few more zero columns cost nothing,
-    # an odd count makes the product several times slower).
-    columns = torch.zeros(batch, heads, keys, COLUMNS)  # (B, H, K, C)
-    columns[..., :width] = fixed[:, None]
+    kept = _kept_setup(None if buffers is None else buffers[0], weights.shape, items, parts)
+    key_weight, flat_key_weight, columns = kept.key_weight, kept.flat_key_weight, kept.columns
+    shortest, positions = kept.shortest, kept.positions
     if parts.norms:
         if norms is None:
             raise ValueError("norm-weighted sums need the value norms ||v_j W_O^h||")
@@ -217,25 +207,22 @@ def _measure(weights: torch.Tensor, items: Sequence[ItemTokens], parts: Parts,
         columns[..., norm_at] = value_norms if key_weight is None \
             else value_norms * key_weight[:, None]
     flat_columns = columns.view(batch * heads, keys, COLUMNS)  # (B*H, K, C)
-    flat_key_weight = None if key_weight is None else \
-        key_weight[:, None, None].expand(batch, heads, 1, keys).reshape(batch * heads, 1, keys)
-    positions = torch.arange(keys, dtype=torch.float32)
     totals = torch.empty(batch * heads, queries, COLUMNS)  # (B*H, Q, C)
     corner = torch.zeros(batch * heads, queries, 3)  # left, right, distance in the block
     entropy = torch.empty(batch * heads, queries) if parts.statistics else None
     head_sums = None
     if parts.head_sum is not None:
-        dtype = _torch_dtype(parts.head_sum)
-        head_sums = [_zeros(None if buffers is None else buffers[index],
+        dtype = torch_dtype(parts.head_sum)
+        head_sums = [kept_zeros(None if buffers is None else buffers[index],
                             (item.queries, item.keys), dtype)
                      for index, item in enumerate(items)]  # (Q_b, K_b) each
     thumbnails = None if not parts.thumbnail_cells else [
         ThumbnailRows(heads, item.queries, item.keys, parts.thumbnail_cells) for item in items]
-    rows_per_block = max(1, min(BLOCK_WEIGHTS // max(batch * heads * keys, 1),
-                                max(CORNER_ROWS, queries // CORNER_SHARE)))
-    logs = torch.empty(batch * heads * min(rows_per_block, queries) * keys) \
-        if entropy is not None else None  # one block's ln w, reused block after block
-    pairs = PairSums(heads, queries, items) if parts.equal_tokens and square else None
+    rows_per_block = _rows_per_block(batch, heads, queries, keys)
+    logs = kept.logs if entropy is not None else None  # one block's ln w, reused
+    pairs = kept.pairs if parts.equal_tokens and square else None
+    if pairs is not None:
+        pairs.restart()
     per_input = head_sums is not None or thumbnails is not None  # read input by input
     for start in range(0, queries, rows_per_block):
         stop = min(start + rows_per_block, queries)
@@ -252,7 +239,7 @@ def _measure(weights: torch.Tensor, items: Sequence[ItemTokens], parts: Parts,
                 None if stop <= shortest else flat_key_weight[..., start:stop])
         totals[:, rows] = torch.bmm(block, flat_columns[:, :seen])  # (B*H, b, C)
         if entropy is not None:
-            entropy[:, rows] = _entropy_terms(
+            entropy[:, rows] = entropy_terms(
                 block, logs[:block.numel()].view(block.shape), shortest,
                 None if seen <= shortest else key_weight[:, None, :seen])
         for index, item in enumerate(items if per_input else ()):
@@ -293,31 +280,64 @@ def _measure(weights: torch.Tensor, items: Sequence[ItemTokens], parts: Parts,
         head_sums=None if head_sums is None else tuple(s.numpy() for s in head_sums))
 
 
-def _zeros(buffers: dict | None, shape: tuple[int, int], dtype: torch.dtype) -> torch.Tensor:
-    """(Q, K) zeros, or the buffer kept from the layer before when it has this shape: the pass
-    writes the same cells of it every layer (a causal map's cells above each block are never
-    written and stay zero), so what it holds is this layer's alone."""
-    kept = None if buffers is None else buffers.get("head_sum")
-    if kept is None or tuple(kept.shape) != shape or kept.dtype != dtype:
-        kept = torch.zeros(shape, dtype=dtype)
-        if buffers is not None:
-            buffers["head_sum"] = kept
+@dataclass
+class _Setup:
+    """What a batch's pass reads besides its maps, the same every layer: the key weights, the
+    key columns (the fixed ones filled; the block's and the norms' written by each pass), the
+    key positions, the entropy's scratch and the equal-token pairs."""
+
+    items: tuple[ItemTokens, ...]
+    shape: tuple[int, ...]
+    parts: Parts
+    shortest: int
+    key_weight: torch.Tensor | None  # (B, K) 1 on a real key, 0 on a padded one; None: no pad
+    flat_key_weight: torch.Tensor | None  # (B*H, 1, K)
+    columns: torch.Tensor  # (B, H, K, C)
+    positions: torch.Tensor  # (K,)
+    logs: torch.Tensor | None  # one block's ln w
+    pairs: PairSums | None
+
+
+def _kept_setup(buffers: dict | None, shape: torch.Size, items: Sequence[ItemTokens],
+                parts: Parts) -> _Setup:
+    """The batch's _Setup: the one kept in `buffers` (the first input's dict, kept from one
+    layer of the batch to the next) when it is of these maps and tokens, else made (and kept)."""
+    kept = None if buffers is None else buffers.get("pass")
+    if kept is not None and kept.shape == tuple(shape) and kept.parts == parts and \
+            len(kept.items) == len(items) and all(a is b for a, b in zip(kept.items, items)):
+        return kept
+    batch, heads, queries, keys = shape
+    lengths = [item.keys for item in items]
+    shortest = min(lengths)  # the keys before it are real in every input
+    key_weight = None
+    if shortest < keys:
+        key_weight = (torch.arange(keys)[None] < torch.tensor(lengths)[:, None]).float()
+    width = 4 if parts.statistics else 1  # the row's total, then the KEY_SETS
+    fixed = torch.zeros(batch, keys, width)  # (B, K, width)
+    for index, item in enumerate(items):
+        fixed[index, :item.keys, 0] = 1.0
+        if parts.statistics:
+            fixed[index, :item.keys, 1:] = as_tensor(item.key_sets)
+    # Every map's columns, padded with zeros to COLUMNS (a few more zero columns cost nothing,
+    # an odd count makes the product several times slower).
+    columns = torch.zeros(batch, heads, keys, COLUMNS)  # (B, H, K, C)
+    columns[..., :width] = fixed[:, None]
+    flat_key_weight = None if key_weight is None else \
+        key_weight[:, None, None].expand(batch, heads, 1, keys).reshape(batch * heads, 1, keys)
+    rows_per_block = _rows_per_block(batch, heads, queries, keys)
+    square = not items[0].rectangular
+    kept = _Setup(
+        items=tuple(items), shape=tuple(shape), parts=parts, shortest=shortest,
+        key_weight=key_weight, flat_key_weight=flat_key_weight, columns=columns,
+        positions=torch.arange(keys, dtype=torch.float32),
+        logs=torch.empty(batch * heads * min(rows_per_block, queries) * keys)
+        if parts.statistics else None,
+        pairs=PairSums(heads, queries, items) if parts.equal_tokens and square else None)
+    if buffers is not None:
+        buffers["pass"] = kept
     return kept
 
 
-def _torch_dtype(dtype) -> torch.dtype:
-    return torch.from_numpy(np.zeros(0, dtype=np.dtype(dtype))).dtype
-
-
-def _entropy_terms(block: torch.Tensor, logs: torch.Tensor, shortest: int,
-                   key_weight: torch.Tensor | None) -> torch.Tensor:
-    """(N, b) sum_k w ln w of each row (0 ln 0 = 0), with `logs` (N, b, k) as scratch: ln of
-    max(w, the smallest normal float) (vectorised, unlike xlogy: 2-3x faster), times w, summed
-    over the real keys (each input's terms from key `shortest` on weighted by `key_weight`
-    (B, 1, k) when given). A weight below that floor changes its term by less than 1e-36."""
-    torch.clamp(block, min=TINY, out=logs).log_()
-    terms = logs.mul_(block)  # (N, b, k)
-    if key_weight is not None:
-        terms.view(key_weight.size(0), -1, terms.size(-1))[..., shortest:].mul_(
-            key_weight[..., shortest:])  # (B, H*b, k - shortest)
-    return terms.sum(-1)
+def _rows_per_block(batch: int, heads: int, queries: int, keys: int) -> int:
+    return max(1, min(BLOCK_WEIGHTS // max(batch * heads * keys, 1),
+                      max(CORNER_ROWS, queries // CORNER_SHARE)))

@@ -1,6 +1,7 @@
 """The pieces of the one pass over a layer's maps (models.analysis.layer_pass) besides its products
 with the key columns: the columns that depend on the block, the diagonal's corners, each input's
-thumbnail, and the weights on the earlier copies of each query's token.
+thumbnail, the weights on the earlier copies of each query's token, the entropy terms and the
+buffers kept from one layer to the next.
 
 Dimensions: B batch, H heads, Q/K query/key positions, b rows of a block, k keys read, P token
 pairs, q/k' pooled blocks.
@@ -16,6 +17,8 @@ import torch
 
 from models.analysis.pooling import block_starts, max_pool
 from models.analysis.token_batch import ItemTokens
+
+TINY = torch.finfo(torch.float32).tiny
 
 
 def outside_columns(positions: torch.Tensor, start: int, stop: int) -> torch.Tensor:
@@ -67,8 +70,13 @@ class PairSums:
             which, rows, keys = which[order], rows[order], keys[order]
         self.items, self.rows, self.keys = (torch.from_numpy(part) for part in (which, rows, keys))
         self.cells = self.items * queries + self.rows  # (P,) each pair's (input, query)
-        self.batch, self.queries = len(items), queries
-        self.sums = torch.zeros(heads, len(items) * queries, dtype=torch.float64)  # (H, B*Q)
+        self.batch, self.queries, self.heads = len(items), queries, heads
+        self.restart()
+
+    def restart(self) -> None:
+        """New sums (a layer's result is not overwritten by the next), the same pairs."""
+        self.sums = torch.zeros(self.heads, self.batch * self.queries,
+                                dtype=torch.float64)  # (H, B*Q)
 
     def add(self, weights: torch.Tensor, start: int, stop: int) -> None:
         """weights (B, H, Q, K): the pairs of the query rows [start, stop)."""
@@ -130,3 +138,33 @@ def pooled_rows(matrix: torch.Tensor, cells: int) -> np.ndarray:
         rows = torch.stack([torch.amax(matrix[begin:end], dim=0) for begin, end in
                             zip(starts, [*starts[1:], queries])]).float()  # (q, K)
     return max_pool(rows.numpy(), cells)
+
+
+def kept_zeros(buffers: dict | None, shape: tuple[int, int], dtype: torch.dtype) -> torch.Tensor:
+    """(Q, K) zeros, or the buffer kept from the layer before when it has this shape: the pass
+    writes the same cells of it every layer (a causal map's cells above each block are never
+    written and stay zero), so what it holds is this layer's alone."""
+    kept = None if buffers is None else buffers.get("head_sum")
+    if kept is None or tuple(kept.shape) != shape or kept.dtype != dtype:
+        kept = torch.zeros(shape, dtype=dtype)
+        if buffers is not None:
+            buffers["head_sum"] = kept
+    return kept
+
+
+def torch_dtype(dtype) -> torch.dtype:
+    return torch.from_numpy(np.zeros(0, dtype=np.dtype(dtype))).dtype
+
+
+def entropy_terms(block: torch.Tensor, logs: torch.Tensor, shortest: int,
+                   key_weight: torch.Tensor | None) -> torch.Tensor:
+    """(N, b) sum_k w ln w of each row (0 ln 0 = 0), with `logs` (N, b, k) as scratch: ln of
+    max(w, the smallest normal float) (vectorised, unlike xlogy: 2-3x faster), times w, summed
+    over the real keys (each input's terms from key `shortest` on weighted by `key_weight`
+    (B, 1, k) when given). A weight below that floor changes its term by less than 1e-36."""
+    torch.clamp(block, min=TINY, out=logs).log_()
+    terms = logs.mul_(block)  # (N, b, k)
+    if key_weight is not None:
+        terms.view(key_weight.size(0), -1, terms.size(-1))[..., shortest:].mul_(
+            key_weight[..., shortest:])  # (B, H*b, k - shortest)
+    return terms.sum(-1)

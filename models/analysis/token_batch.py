@@ -14,7 +14,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -26,8 +26,10 @@ WORD_START_MARKERS = ("Ġ", "▁")  # byte-level BPE, SentencePiece
 PADDING_CODE = -1  # the token code of a padded position
 
 
+@lru_cache(maxsize=1 << 16)
 def is_punctuation(token: str) -> bool:
-    """True for tokens made only of Unicode punctuation once word-piece markers are removed."""
+    """True for tokens made only of Unicode punctuation once word-piece markers are removed
+    (remembered per token: a corpus asks about the same few thousand tokens again and again)."""
     text = token.removeprefix(WORDPIECE_CONTINUATION).lstrip("".join(WORD_START_MARKERS))
     return bool(text) and all(unicodedata.category(c).startswith("P") for c in text)
 

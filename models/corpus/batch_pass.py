@@ -28,7 +28,7 @@ from models.corpus.distances import DistanceSum, HeadDistances
 from models.corpus.embedding import EmbeddingPoints, EmbeddingSampler
 from models.corpus.plan import PlannedBatch, PlannedTokens
 from models.corpus.sampling import Sampling
-from models.hooks.capture import LayerCapture, run_streamed
+from models.hooks.capture import LayerCapture, num_layers, run_streamed
 from models.loading.tokenize import EncodedText
 
 
@@ -93,13 +93,16 @@ def measure_batch(loaded, batch: PlannedBatch, setup: BatchSetup) -> BatchResult
     statistics, detectors = Statistics(), Detectors(SENTENCE_DETECTORS)
     parts = statistics.parts | detectors.parts
     distances = HeadDistances(np.array([compared for compared, _ in draws]))
-    sampler = EmbeddingSampler([positions for _, positions in draws])
+    sampler = EmbeddingSampler([positions for _, positions in draws],
+                               num_layers(loaded.model))
+
+    kept: dict = {}  # what the pass reads besides the maps, made once for the batch
 
     def sink(layer: int, captured: LayerCapture) -> None:
         weights = captured.weights
         maps = (weights if weights.dtype == torch.float32 else weights.float()).numpy()
         maps.setflags(write=False)  # (B, H, T, T), valid during this call only
-        rows = measure_rows(maps, tokens, parts)  # one pass over the maps for both reducers
+        rows = measure_rows(maps, tokens, parts, buffers=kept)  # one pass, both reducers
         for reducer in (statistics, detectors):
             reducer.take(layer, maps, tokens, rows)
         distances.add(layer, maps, tokens)

@@ -24,6 +24,7 @@ from models.corpus.embedding import EmbeddingPoints
 BLOCKS = "blocks"
 PARTIAL = ".partial"
 COPY_BYTES = 4 * 2**20  # joined arrays are copied this many bytes at a time
+HEADER_BYTES = 128  # a .npy header written before its array's length is known
 PASSAGES, DISTANCES, POINTS, QUERIES, KEYS = ("passages.parquet", "distances.npz",
                                               "points.parquet", "queries.npy", "keys.npy")
 
@@ -38,18 +39,6 @@ def done_blocks(work: Path) -> set[int]:
     if not folder.is_dir():
         return set()
     return {int(path.name) for path in folder.iterdir() if path.is_dir() and path.name.isdigit()}
-
-
-def _write_points(folder: Path, part: int, points: EmbeddingPoints) -> None:
-    """One batch's embedding sample, written as soon as it is measured (a block's whole sample
-    would otherwise wait in memory for the block's last batch)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    pq.write_table(pa.table({"passage": points.passage, "position": points.position,
-                             "token": list(points.token)}), folder / f"{part:06d}.{POINTS}")
-    np.save(folder / f"{part:06d}.{QUERIES}", points.queries)
-    np.save(folder / f"{part:06d}.{KEYS}", points.keys)
 
 
 def join_parquet(parts: list[Path], target: Path) -> int:
@@ -81,6 +70,47 @@ def _array_header(handle) -> tuple[tuple[int, ...], np.dtype]:
     return shape, dtype
 
 
+def array_header(shape: tuple[int, ...], dtype: np.dtype) -> bytes:
+    """A .npy (format 1.0) header of HEADER_BYTES for a C-order array: always that size, so
+    an array appended to part by part is written before its length is known, and its header
+    rewritten in place once it is."""
+    text = repr({"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
+                 "fortran_order": False, "shape": tuple(int(size) for size in shape)})
+    prefix = np.lib.format.magic(1, 0)
+    room = HEADER_BYTES - len(prefix) - 2  # the header's length, as a little-endian uint16
+    if len(text) >= room:
+        raise ValueError(f"an array shaped {shape} needs a longer .npy header")
+    return prefix + room.to_bytes(2, "little") + (text.ljust(room - 1) + "\n").encode("latin1")
+
+
+class GrowingArray:
+    """A .npy file written part by part along its first axis (each part's bytes appended as they
+    come), its header set to the final shape by `close()`."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._handle = path.open("wb")
+        self._shape: tuple[int, ...] | None = None
+        self._dtype: np.dtype | None = None
+        self._handle.write(b"\0" * HEADER_BYTES)  # the header, once the shape is known
+
+    def append(self, part: np.ndarray) -> None:
+        if self._shape is None:
+            self._shape, self._dtype = (0, *part.shape[1:]), part.dtype
+        elif part.shape[1:] != self._shape[1:] or part.dtype != self._dtype:
+            raise ValueError(f"a part shaped {part.shape} ({part.dtype}) after "
+                             f"{self._shape} ({self._dtype})")
+        if part.size:
+            self._handle.write(memoryview(np.ascontiguousarray(part).reshape(-1)).cast("B"))
+        self._shape = (self._shape[0] + part.shape[0], *self._shape[1:])
+
+    def close(self) -> None:
+        """Write the header (an empty (0,) float16 array when nothing came) and close."""
+        self._handle.seek(0)
+        self._handle.write(array_header(self._shape or (0,), self._dtype or np.float16))
+        self._handle.close()
+
+
 def join_arrays(parts: list[Path], target: Path) -> None:
     """Write the parts' .npy arrays, concatenated along their first axis, into one .npy file,
     copying their bytes COPY_BYTES at a time (no part is ever read whole: memory stays flat
@@ -109,15 +139,18 @@ def read_distances(folder: Path) -> DistanceSum:
 class BlockWriter:
     """Takes batch results in batch order and writes each block once its last batch is in.
 
-    A batch's embedding sample goes to the block's partial folder at once; its passage rows and
-    distances (a few kB) wait for the block's end. Memory stays one batch's sample, whatever the
-    block."""
+    A batch's embedding sample is appended to the block's partial files at once (points as a
+    Parquet row group, queries and keys to the block's .npy files, written once); its passage
+    rows and distances (a few kB) wait for the block's end. Memory stays one batch's sample,
+    whatever the block."""
 
     def __init__(self, work: Path):
         self.work = work
         self._block: int | None = None
         self._columns: dict[str, list[np.ndarray]] = {}
         self._distances: DistanceSum | None = None
+        self._points = None  # the block's pyarrow ParquetWriter, from its first batch
+        self._arrays: dict[str, GrowingArray] = {}
         self._parts = 0
         self.written = 0
 
@@ -135,12 +168,28 @@ class BlockWriter:
             self._block = result.block
             shutil.rmtree(self._partial(), ignore_errors=True)
             self._partial().mkdir(parents=True)
+            self._arrays = {name: GrowingArray(self._partial() / name)
+                            for name in (QUERIES, KEYS)}
         for name, values in passage_rows(result).items():
             self._columns.setdefault(name, []).append(values)
         self._distances = result.distances if self._distances is None \
             else self._distances + result.distances
-        _write_points(self._partial(), self._parts, result.points)
+        self._write_points(result.points)
         self._parts += 1
+
+    def _write_points(self, points: EmbeddingPoints) -> None:
+        """One batch's embedding sample, written as soon as it is measured (a block's whole
+        sample would otherwise wait in memory for the block's last batch)."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.table({"passage": points.passage, "position": points.position,
+                          "token": pa.array(points.token, type=pa.string())})
+        if self._points is None:
+            self._points = pq.ParquetWriter(self._partial() / POINTS, table.schema)
+        self._points.write_table(table)
+        self._arrays[QUERIES].append(points.queries)
+        self._arrays[KEYS].append(points.keys)
 
     def flush(self) -> None:
         """Write the block in hand (see the module doc) and rename it complete."""
@@ -154,14 +203,10 @@ class BlockWriter:
                                  for name, parts in self._columns.items()}), partial / PASSAGES)
         np.savez(partial / DISTANCES, total=self._distances.total,
                  passages=self._distances.passages)
-        for name in (POINTS, QUERIES, KEYS):
-            parts = [partial / f"{part:06d}.{name}" for part in range(self._parts)]
-            if name == POINTS:
-                join_parquet(parts, partial / name)
-            else:
-                join_arrays(parts, partial / name)
-            for part in parts:
-                part.unlink()
+        self._points.close()
+        for array in self._arrays.values():
+            array.close()
         partial.rename(block_folder(self.work, self._block))
         self.written += 1
         self._block, self._columns, self._distances, self._parts = None, {}, None, 0
+        self._points, self._arrays = None, {}

@@ -17,6 +17,7 @@ Dimensions: L layers, H heads, Hkv key/value heads, Dh head width, S sampled tok
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,12 +142,26 @@ def _write_heads(out: Path, shape, moments: dict[str, Moments], even_bits: float
 
 
 def _write_embedding(work: Path, out: Path, plan: Plan) -> None:
-    """The blocks' points, queries and keys as one file each, one block in memory at a time."""
+    """The blocks' points, queries and keys as one file each, one block in memory at a time (a
+    single block's files are the output's as they are: linked, not copied)."""
     partial = out / f"{EMBEDDING}.partial"
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir()
     folders = [block_folder(work, block) for block in range(plan.blocks)]
-    join_parquet([folder / POINTS for folder in folders], partial / POINTS)
-    for name in (QUERIES, KEYS):
-        join_arrays([folder / name for folder in folders], partial / name)
+    if len(folders) == 1:
+        for name in (POINTS, QUERIES, KEYS):
+            _link(folders[0] / name, partial / name)
+    else:
+        join_parquet([folder / POINTS for folder in folders], partial / POINTS)
+        for name in (QUERIES, KEYS):
+            join_arrays([folder / name for folder in folders], partial / name)
     _replace(partial, out / EMBEDDING)
+
+
+def _link(source: Path, target: Path) -> None:
+    """`target` as a second name of `source` (the block stays whole should the job stop before
+    its summary is written), or a copy where the file system has no links."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)

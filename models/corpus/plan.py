@@ -173,8 +173,8 @@ def make_plan(loaded, corpus: CorpusFile, folder: Path, batch_size: int = CORPUS
     with pq.ParquetWriter(temporary, schema) as writer, \
             pq.ParquetWriter(temporary_tokens, token_schema) as token_writer:
         for window in _windows(read_passages(corpus, limit, most)):
-            encoded = [PlannedTokens.of(loaded.encode(p.text, p.pair, limit_tokens)[0])
-                       for p in window]
+            encoded = [PlannedTokens.of(item) for item in loaded.encode_many(
+                [p.text for p in window], [p.pair for p in window], limit_tokens)]
             lengths = np.array([len(e.input_ids) for e in encoded])
             order = np.argsort(lengths, kind="stable")
             rows: dict[str, list] = {name: [] for name in schema.names + token_schema.names}

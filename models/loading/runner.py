@@ -17,7 +17,7 @@ from models.errors import ModelLoadError
 from models.experiments.predictions import masked_fillers, next_token, per_position
 from models.hooks.capture import run_captured
 from models.hooks.trace import Predictions, Trace, trace_from_run
-from models.loading.tokenize import EncodedText, encode
+from models.loading.tokenize import EncodedText, encode, encode_many
 from models.scratch.encoder import Encoder
 
 ROTARY_TYPES = frozenset({"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3",
@@ -107,6 +107,19 @@ class LoadedSource:
             pair = f" {pair.strip()}" if pair and pair.strip() else None
         encoded = encode(self.tokenizer, text, pair, limit or self.max_tokens)
         return encoded, self.model_inputs(encoded)
+
+    def encode_many(self, texts: list[str], pairs: list[str | None],
+                    limit: int | None = None) -> list[EncodedText]:
+        """`encode(text, pair, limit)[0]` of each text and pair: the texts without a pair
+        tokenized in one call (models.loading.tokenize.encode_many)."""
+        found: list[EncodedText | None] = [
+            None if not pair or not pair.strip() else self.encode(text, pair, limit)[0]
+            for text, pair in zip(texts, pairs, strict=True)]
+        single = [index for index, item in enumerate(found) if item is None]
+        for index, item in zip(single, encode_many(self.tokenizer, [texts[i] for i in single],
+                                                   limit or self.max_tokens)):
+            found[index] = item
+        return found
 
     def model_inputs(self, encoded: EncodedText) -> dict:
         inputs = ({"input_ids": encoded.input_ids, "attention_mask": encoded.attention_mask}

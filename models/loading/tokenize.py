@@ -75,3 +75,37 @@ def first_item_attentions(attentions: tuple[torch.Tensor, ...]) -> np.ndarray:
     for layer, layer_weights in enumerate(attentions):
         target[layer].copy_(layer_weights[0])  # (H, Q, K); torch copies with all its threads
     return weights
+
+
+def encode_many(tokenizer, texts: list[str], max_tokens: int) -> list[EncodedText]:
+    """`encode(tokenizer, text, None, max_tokens)` of each text, with one call of a fast
+    tokenizer for all of them (a corpus's passages: the per-call work, not the tokenizing, was
+    most of the plan's time); a slow tokenizer encodes them one by one."""
+    if not getattr(tokenizer, "is_fast", False):
+        return [encode(tokenizer, text, None, max_tokens) for text in texts]
+    for text in texts:
+        if not text or not text.strip():
+            raise ValueError("there is no text to encode")
+    if not texts:
+        return []
+    found = tokenizer(list(texts), truncation=True, max_length=max_tokens,
+                      return_special_tokens_mask=True, verbose=False)
+    types = found.get("token_type_ids")
+    encoded = []
+    for index, text in enumerate(texts):
+        ids = found["input_ids"][index]
+        full_length = len(ids)
+        if full_length >= max_tokens:  # only then can truncation have dropped anything
+            full_length = len(tokenizer(text, None, truncation=False, verbose=False)["input_ids"])
+        input_ids = torch.tensor([ids], dtype=torch.int64)  # (1, T)
+        encoded.append(EncodedText(
+            input_ids=input_ids,
+            attention_mask=torch.tensor([found["attention_mask"][index]], dtype=torch.int64),
+            token_type_ids=None if types is None else torch.tensor([types[index]],
+                                                                   dtype=torch.int64),
+            tokens=tuple(tokenizer.convert_ids_to_tokens(ids)),
+            segment_ids=(0,) * len(ids),
+            special_positions=tuple(i for i, flag in
+                                    enumerate(found["special_tokens_mask"][index]) if flag),
+            dropped_tokens=max(0, full_length - len(ids))))
+    return encoded

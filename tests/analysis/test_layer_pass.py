@@ -135,3 +135,35 @@ def test_the_batch_pass_gives_each_input_its_own_rows(monkeypatch, causal, rows_
         assert rows[index].left.max() <= 1 + ATOL
         if causal:
             assert np.abs(rows[index].right).max() <= ATOL
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_buffers_kept_over_a_batchs_layers_leave_every_layers_rows_its_own(monkeypatch, causal):
+    """The batch's columns, key weights and scratch are made at its first layer and kept: each
+    layer's rows are still its own cut maps' by definition, and a layer's rows are not changed
+    by the next layer's pass."""
+    monkeypatch.setattr(layer_pass, "BLOCK_WEIGHTS", 7 * len(LENGTHS) * HEADS * max(LENGTHS))
+    batch = [references.random_item(count, 90 + index, causal, heads=HEADS)
+             for index, count in enumerate(LENGTHS)]
+    tokens = TokenBatch.padded([TokenBatch.of_record(item.record) for item in batch])
+    rng = np.random.default_rng(91)
+    parts = layer_pass.Parts(statistics=True, sides=True, head_sum=np.dtype(np.float64),
+                             norms=True, equal_tokens=True)
+    buffers: dict = {}
+    found = []
+    for layer in range(2):
+        maps = references.padded_maps(batch, layer=layer)  # (B, H, T, T), garbage padding
+        norms = rng.random((len(batch), HEADS, max(LENGTHS)), dtype=np.float32) + 0.1
+        rows = layer_pass.measure_batch(maps, tokens, parts, norms, buffers)
+        found.append((rows, norms, [{name: np.array(getattr(rows[index], name)) for name in
+                                     ("row_sums", "entropy", "distance", "norm_sums",
+                                      "equal_tokens")} for index in range(len(batch))]))
+    assert "pass" in buffers[0]
+    for layer, (rows, norms, copies) in enumerate(found):
+        for index, item in enumerate(batch):
+            expected = _cut_rows(item.weights[layer], item, norms[index, :, :item.count])
+            for name, values in copies[index].items():
+                np.testing.assert_allclose(values, expected[name], rtol=0, atol=ATOL,
+                                           err_msg=name)
+                if layer == 0:  # not overwritten by layer 1's pass
+                    np.testing.assert_array_equal(getattr(rows[index], name), values)

@@ -64,3 +64,23 @@ def test_a_plan_without_its_token_ids_is_planned_again(tmp_path, encoder_runner)
     assert Plan.load(tmp_path) == plan
     (tmp_path / TOKENS_FILE).unlink()  # as an older version left its work folder
     assert (tmp_path / PLAN_FILE).is_file() and Plan.load(tmp_path) is None
+
+
+@pytest.mark.parametrize("runner", ["encoder_runner", "decoder_runner"])
+def test_encoding_many_texts_at_once_equals_encoding_each(request, runner):
+    """The plan's one tokenizer call for many passages gives each the EncodedText of its own
+    `loaded.encode`, tensors and truncation included."""
+    loaded = request.getfixturevalue(runner)
+    pairs = [PAIRS.get(index) for index in range(len(PASSAGES))]
+    pairs[2] = "   "  # no pair
+    many = loaded.encode_many(list(PASSAGES), pairs, LIMIT)
+    assert sum(item.dropped_tokens > 0 for item in many) > 0
+    for text, pair, mine in zip(PASSAGES, pairs, many, strict=True):
+        theirs = loaded.encode(text, pair, LIMIT)[0]
+        for name in ("tokens", "segment_ids", "special_positions", "dropped_tokens"):
+            assert getattr(mine, name) == getattr(theirs, name), name
+        for name in ("input_ids", "attention_mask", "token_type_ids"):
+            ours, reference = getattr(mine, name), getattr(theirs, name)
+            assert (ours is None) == (reference is None), name
+            if reference is not None:
+                assert ours.dtype == reference.dtype and torch.equal(ours, reference), name
