@@ -79,8 +79,8 @@ def served_app(script: Path | None = None, **environment: str):
                "--server.headless", "true", "--server.address", "127.0.0.1",
                "--server.port", str(port), "--browser.gatherUsageStats", "false"]
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1", **environment)
-    log = open(ROOT / "artifacts" / f"streamlit-{port}.log", "w") if (ROOT / "artifacts").is_dir() \
-        else subprocess.DEVNULL
+    (ROOT / "artifacts").mkdir(exist_ok=True)  # the server's log, kept to read after a failure
+    log = open(ROOT / "artifacts" / f"streamlit-{port}.log", "w")
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
