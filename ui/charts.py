@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
-import plotly.io
+import plotly.utils
 import streamlit as st
 
 from models.store import stores
@@ -73,9 +73,9 @@ def shown_figure(figure: go.Figure, settings: Presentation) -> go.Figure:
     returned is shared between sessions: draw it, never change it. The key is the figure's JSON
     with its keys sorted: Plotly writes a trace's properties in the order they were last set,
     which a figure made of subplots changes after its first serialisation."""
-    spec = plotly.io.to_json(figure, validate=False)
-    canonical = json.dumps(json.loads(spec), sort_keys=True, separators=(",", ":"))
-    key = result_key("shown figure", hashlib.sha256(canonical.encode()).hexdigest(),
+    spec = json.dumps(figure.to_plotly_json(), cls=plotly.utils.PlotlyJSONEncoder,
+                      sort_keys=True, separators=(",", ":"))  # one serialisation, keys sorted
+    key = result_key("shown figure", hashlib.sha256(spec.encode()).hexdigest(),
                      settings.presenter, settings.palette)
     return kept(stores.FIGURES, key, lambda: Shown(
         readable_text(themed(figure, settings.presenter, settings.palette)), len(spec))).figure
