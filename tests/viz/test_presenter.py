@@ -101,7 +101,8 @@ def test_presenter_mode_makes_every_text_large_and_dark(kind):
         assert bar.tickfont.size >= 18 and bar.title.font.size >= 18
     assert layout.title.font.size > max(axis.tickfont.size for axis in axes)
     if kind == "subplots":
-        assert len(layout.annotations) == 6 and len(axes) == 16  # 2 x 4 subplots
+        # 6 heads in 2 rows x 4 columns: one x axis per column, one y axis per row
+        assert len(layout.annotations) == 6 and len(axes) == 4 + 2
     if kind == "bars":
         assert shown.data[0].textfont.size >= 18
 

@@ -1,6 +1,7 @@
 """The heatmap builders, checked on the figure's data."""
 
 import numpy as np
+import pytest
 
 from models.hooks.record import AttentionRecord
 from viz.heatmap import attention_heatmap, layer_heads_grid
@@ -59,6 +60,19 @@ def test_layer_grid_has_every_head_on_one_shared_scale():
     for head, trace in enumerate(figure.data):
         np.testing.assert_allclose(np.asarray(trace.z), record.weights[1, head], atol=5e-4)
     assert [a.text for a in figure.layout.annotations] == [f"Head {h}" for h in range(6)]
+    # 6 heads in 2 rows of 4: a head's map sits in its column's x axis and its row's y axis, and
+    # its title is centred above that cell; the cells do not overlap
+    layout = figure.layout
+    for head, (trace, title) in enumerate(zip(figure.data, layout.annotations)):
+        x_axis = layout[trace.xaxis.replace("x", "xaxis")]
+        y_axis = layout[trace.yaxis.replace("y", "yaxis")]
+        assert (trace.xaxis, trace.yaxis) == (["x", "x2", "x3", "x4"][head % 4], ["y", "y2"][head // 4])
+        assert title.x == pytest.approx(sum(x_axis.domain) / 2)
+        assert title.y == pytest.approx(y_axis.domain[1]) and title.yanchor == "bottom"
+        assert y_axis.autorange == "reversed"  # the first query on top
+    spans = sorted(layout[f"xaxis{i}"].domain for i in ("", 2, 3, 4))
+    assert all(left[1] < right[0] for left, right in zip(spans, spans[1:]))
+    assert layout.yaxis.domain[0] > layout.yaxis2.domain[1]  # the first row above the second
 
 
 def test_byte_level_tokens_are_shown_as_the_text_they_spell():
