@@ -18,6 +18,20 @@ STREAM_MS = 1_200_000  # 30 layers of 9 maps of 4,096 x 4,096, the first model l
 # cores shared with the other test worker
 
 
+def switch_on(page, label, switch, attempts: int = 3) -> None:
+    """Click a Streamlit toggle's label until its switch reads as on: a click that lands while
+    the page is being redrawn can be lost, and the test would then wait its whole stream time
+    for nothing. (The switch's own input is hidden under its label.)"""
+    for _ in range(attempts):
+        label.click()
+        try:
+            expect(switch).to_be_checked(timeout=15_000)
+            return
+        except AssertionError:
+            wait_idle(page, 60_000)
+    expect(switch).to_be_checked(timeout=1_000)
+
+
 def test_a_4096_token_text_on_the_decoder_draws_every_head(app_url, browser):
     context = browser.new_context(viewport={"width": 1280, "height": 720})
     page = context.new_page()
@@ -26,9 +40,9 @@ def test_a_4096_token_text_on_the_decoder_draws_every_head(app_url, browser):
     page.get_by_role("heading", name="All heads at once").first.wait_for(timeout=240_000)
     set_sidebar_text(page, LONG_TEXT)
     wait_idle(page, 240_000)
-    toggle = page.get_by_text("Read all 4,096 tokens, layer by layer")
-    toggle.wait_for(timeout=240_000)
-    toggle.click()
+    label = "Read all 4,096 tokens, layer by layer"
+    page.get_by_text(label).wait_for(timeout=240_000)
+    switch_on(page, page.get_by_text(label), page.get_by_role("switch", name=label))
     # The exact head is drawn once the stream has finished (the mosaic's title alone would
     # also match the 352-token view drawn before the toggle's run).
     whole = page.locator(".js-plotly-plot .gtitle").filter(
