@@ -15,7 +15,7 @@ import streamlit as st
 from models.store import stores
 from models.store.keys import result_key
 from ui.byte_caches import kept
-from viz.describe import describe
+from viz.describe import describe, figure_title
 from viz.style import SAFE_PALETTE, STANDARD_PALETTE
 from viz.theme import readable_text, themed
 
@@ -25,6 +25,10 @@ PALETTE_SAFE = "sb_palette_safe"
 FIGURE_FORMAT = "sb_figure_format"
 FORMATS = ("PNG", "SVG")
 PNG_SCALE = 2  # PNG downloads at twice the screen resolution, sharp on slides
+# While a deck presents a slide that names its main figure, ui/decks sets this (per run) to that
+# figure's key; the page's other figures then wait behind a button each (see `folded`).
+SLIDE_FIGURE = "deck_slide_figure"
+UNFOLDED = "deck_unfolded"  # session key: the other figures drawn on request on this slide
 
 
 @dataclass(frozen=True)
@@ -84,8 +88,30 @@ def shown_figure(figure: go.Figure, settings: Presentation) -> go.Figure:
 def show(figure: go.Figure, key: str, container=st, **plotly_chart_kwargs):
     """Draw `figure` in `container` (a column, a tab, the page) as the sidebar asks, named for
     screen readers by its text alternative (its title and what it shows, viz.describe)."""
+    if folded(figure, key, container):
+        return None
     settings = presentation()
     shown = shown_figure(figure, settings)
     config = {**chart_config(key, settings.figure_format), **plotly_chart_kwargs.pop("config", {})}
     alt = plotly_chart_kwargs.pop("alt", None) or describe(figure)
     return container.plotly_chart(shown, key=key, config=config, alt=alt, **plotly_chart_kwargs)
+
+
+def folded(figure: go.Figure, key: str, container=st) -> bool:
+    """While a deck presents a slide, the page's figures other than the slide's own are a button
+    each that draws it: the slide paints one figure (in about the time of a one-figure page)
+    instead of every figure of its page, and nothing is out of reach. Whether `figure` was
+    folded so (the button drawn in its place)."""
+    state = st.session_state
+    main = state.get(SLIDE_FIGURE)
+    if not main or key == main or key in state.get(UNFOLDED, ()):
+        return False
+    container.button(f"Show “{figure_title(figure)}”", key=f"{key}_unfold",
+                     icon=":material/bar_chart:", on_click=_unfold, args=(key,),
+                     help="This slide shows its own figure; the page's other figures are drawn "
+                          "when asked.")
+    return True
+
+
+def _unfold(key: str) -> None:
+    st.session_state[UNFOLDED] = st.session_state.get(UNFOLDED, frozenset()) | {key}

@@ -19,7 +19,6 @@ each slide shows how far the walk is; at the end the deck page says how long eac
 from __future__ import annotations
 
 import contextlib
-import html
 import json
 import logging
 import re
@@ -36,7 +35,7 @@ from models.limits import DECK_NOTE_CHARS, DECK_TITLE_CHARS
 from models.loading.pretrained import DEFAULT_MODEL
 from models.teaching.decks import (Deck, DeckError, Slide, added, deck_from_code, deck_to_code,
                                    edited, moved, read_deck, removed)
-from ui.charts import PRESENTER
+from ui.charts import PRESENTER, SLIDE_FIGURE, UNFOLDED
 from ui.state import MODEL_NAME
 from ui.text import plain
 
@@ -118,6 +117,7 @@ class Warming:
 def present(deck: Deck, index: int = 0) -> None:
     """Button callback: present `deck` from slide `index`, in presenter mode."""
     st.session_state[SHOWING] = Showing(deck, index)
+    st.session_state.pop(UNFOLDED, None)
     st.session_state[PRESENTER] = True
     st.session_state[RETURN_CHOICE] = st.session_state.get(CHOICE)
     st.session_state[REQUEST] = deck.slides[index]
@@ -137,6 +137,7 @@ def _step(offset: int) -> None:
         return
     index = max(0, min(len(showing.deck.slides) - 1, showing.index + offset))
     st.session_state[SHOWING] = replace(showing, index=index)
+    st.session_state.pop(UNFOLDED, None)
     st.session_state[REQUEST] = showing.deck.slides[index]
 
 
@@ -224,8 +225,8 @@ def _bar(showing: Showing) -> None:
         st.button("Previous", key="deck_previous", icon=":material/arrow_back:",
                   disabled=index == 0, on_click=_step, args=(-1,),
                   help="Previous slide (←, Page Up)")
-        st.markdown(f"**{html.escape(plain(deck.title))}** · slide {index + 1} of "
-                    f"{len(deck.slides)}" + (f" · {html.escape(plain(slide.title))}"
+        st.markdown(f"**{plain(deck.title)}** · slide {index + 1} of "  # plain: shown as typed
+                    f"{len(deck.slides)}" + (f" · {plain(slide.title)}"
                                              if slide.title else ""))
         st.button("Next", key="deck_next", icon=":material/arrow_forward:", type="primary",
                   disabled=index == len(deck.slides) - 1, on_click=_step, args=(1,),
@@ -262,10 +263,12 @@ def deck_slide(page):
     state = st.session_state
     warming: Warming | None = state.get(WARMING)
     showing: Showing | None = state.get(SHOWING)
+    state.pop(SLIDE_FIGURE, None)
     if warming is not None:
         _warming_bar(warming)
     elif showing is not None and _on_slide(page, showing.deck.slides[showing.index]):
         _bar(showing)
+        state[SLIDE_FIGURE] = showing.deck.slides[showing.index].figure  # None: fold nothing
     started = time.monotonic()
     try:
         yield

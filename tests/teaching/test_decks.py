@@ -15,7 +15,7 @@ from models.teaching import decks
 from models.teaching.decks import (CODE_VERSION, Deck, DeckError, Slide, deck_from_code,
                                    deck_to_code, deck_to_json, deck_to_toml, read_deck)
 from streamlit.testing.v1 import AppTest
-from tests.app_support import APP, TIMEOUT_S, assert_no_failure, texts
+from tests.app_support import APP, TIMEOUT_S, assert_no_failure, figures, texts
 from ui.link_codec import SHARED
 from ui.link_controls import page_controls
 
@@ -154,6 +154,44 @@ def test_presenting_steps_through_the_slides_and_back():
     at.button(key="deck_end").click().run()
     assert_no_failure(at)
     assert at.title[0].value == "Slide decks"
+
+
+def _titles(at: AppTest) -> list[str]:
+    return [str(spec["layout"].get("title", {}).get("text", "")) for spec in figures(at)]
+
+
+def test_a_slide_draws_its_own_figure_and_the_pages_others_on_request():
+    at = _deck_page()
+    at.selectbox(key="deck_choice").set_value("chapter-1").run()
+    at.button(key="deck_present").click().run()
+    assert_no_failure(at)
+    assert at.title[0].value == "Attention maps" and "slide 1 of 5" in _bar(at)
+    assert any("Head 0" in title for title in _titles(at))  # the slide's figure, drawn
+    assert not any("All 12 heads" in title for title in _titles(at))
+    unfold = at.button(key="maps_grid_unfold")  # the page's other figure: a button
+    assert "All 12 heads of layer 0" in unfold.label
+    unfold.click()
+    at.switch_page("pages/attention_maps.py")  # see test_presenting_steps_through_the_slides_and_back
+    at.run()
+    assert_no_failure(at)
+    assert at.title[0].value == "Attention maps" and "slide 1 of 5" in _bar(at)
+    assert any("All 12 heads" in title for title in _titles(at))
+    assert not [b for b in at.button if b.key == "maps_grid_unfold"]
+    at.button(key="deck_next").click()
+    at.switch_page("pages/compare.py")  # see test_presenting_steps_through_the_slides_and_back
+    at.run()
+    assert "slide 2 of 5" in _bar(at) and _titles(at)
+    at.button(key="deck_next").click()
+    at.switch_page("pages/bertviz_views.py")
+    at.run()
+    # the title as typed: Markdown's own escape, not an HTML entity shown as text
+    assert "slide 3 of 5 · The pair in bertviz\\'s head view" in _bar(at)
+    at.button(key="deck_end").click().run()
+    at.switch_page("pages/attention_maps.py")  # not presenting: every figure drawn at once
+    at.run()
+    assert_no_failure(at)
+    assert any("All 12 heads" in title for title in _titles(at))
+    assert not [b for b in at.button if str(b.key).endswith("_unfold")]
 
 
 def test_a_view_added_in_the_sidebar_becomes_a_slide_and_the_deck_travels_as_a_link():
