@@ -2,7 +2,7 @@ import streamlit as st
 
 from models.limits import DECK_BYTES, DECK_UPLOAD_MIB, KIB
 from models.teaching.decks import DeckError, deck_to_json, deck_to_toml
-from ui import decks
+from ui import deck_editor, decks
 from ui.routing import through_app
 from ui.text import plain
 
@@ -19,12 +19,12 @@ st.markdown(
     "every slide once before class, so each then appears at once. Build your own with *Add this "
     "view to the deck* in the sidebar of any page."
 )
-decks.load_linked_deck()
+deck_editor.load_linked_deck()
 shipped = decks.shipped()
 labels = {**{name: deck.title for name, deck in shipped.items()},
-          MINE: f"Your deck ({len(decks.draft().slides)} slides)"}
+          MINE: f"Your deck ({len(deck_editor.draft().slides)} slides)"}
 choice = st.selectbox("Deck", list(labels), format_func=labels.get, key="deck_choice")
-deck = decks.draft() if choice == MINE else shipped[choice]
+deck = deck_editor.draft() if choice == MINE else shipped[choice]
 if deck.description:
     st.caption(plain(deck.description))
 
@@ -40,19 +40,19 @@ if deck.slides:
     decks.show_warmed()
 
 if choice == MINE:
-    decks.edit_draft()
+    deck_editor.edit_draft()
     upload = st.file_uploader("Open a deck file (TOML or JSON); it replaces your deck",
                               type=["toml", "json"], key="deck_upload",
                               max_upload_size=DECK_UPLOAD_MIB)
     st.caption(f"At most {DECK_BYTES // KIB} KB.")
-    decks.load_upload(upload)
+    deck_editor.load_upload(upload)
 else:
-    decks.show_slides(deck)
-    st.button("Copy into your deck to change it", key="deck_copy", on_click=decks.set_draft,
+    deck_editor.show_slides(deck)
+    st.button("Copy into your deck to change it", key="deck_copy", on_click=deck_editor.set_draft,
               args=(deck,))
 
 if deck.slides:
-    stem = decks.file_stem(deck)
+    stem = deck_editor.file_stem(deck)
     save_toml, save_json = st.columns(2)
     save_toml.download_button("Save as TOML", deck_to_toml(deck), f"{stem}.toml",
                               mime="application/toml", key="deck_save_toml",
@@ -62,6 +62,6 @@ if deck.slides:
                               icon=":material/download:", width="stretch")
     with st.popover("Link to this deck", icon=":material/link:"):
         try:
-            st.code(decks.deck_url(deck), language=None, wrap_lines=True)
+            st.code(deck_editor.deck_url(deck), language=None, wrap_lines=True)
         except DeckError as error:
             st.warning(str(error))

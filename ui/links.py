@@ -55,7 +55,7 @@ from ui.link_codec import RESERVED, SHARED, apply_shared, shared_params
 from ui.link_controls import PageControls, page_controls, page_file
 from ui.link_values import Refused, control_text, link_text, quoted, read_value
 from models.teaching.decks import view_of
-from ui.decks import add_message, add_view
+from ui.deck_editor import add_message, add_view
 from ui.state import CORRECTED
 from ui.text import plain
 
