@@ -1,6 +1,6 @@
 """What every page gets so that axe-core finds no serious or critical violation
-(tests/browser/test_browser_accessibility.py); the theme's colours are in .streamlit/config.toml,
-figures' text alternatives in ui.charts."""
+(tests/browser/test_browser_pages.py); the theme's colours are in .streamlit/config.toml, figures'
+text alternatives in ui.charts."""
 
 from __future__ import annotations
 

@@ -124,7 +124,7 @@ def test_cross_attention_translates_and_draws_the_three_kinds(app_url, page):
 
 
 # Every page opened directly, with the sidebar and without an error: in
-# test_browser_accessibility.py, which opens each page anyway (one visit a page, not two).
+# test_browser_pages.py, which opens each page anyway (one visit a page, not two).
 
 
 def test_the_menu_reaches_every_page_without_folding(app_url, page):

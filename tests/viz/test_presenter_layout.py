@@ -1,5 +1,5 @@
 """Presenter layout of figures: titles wrap, notes go under the axis, stacked rows make room for
-their labels and titles (the browser test tests/browser/test_browser_layout.py measures the drawn
+their labels and titles (the browser test tests/browser/test_browser_pages.py measures the drawn
 result on every page)."""
 
 from __future__ import annotations
