@@ -13,6 +13,8 @@ tokens each, as in issue 24), repeated as needed. Threads are set explicitly on 
      planned batches (padded on the right), nothing measured;
    - job: run_corpus in-process, reductions, sampling and writing included (goal <= 1.3x bare);
    - one by one: each passage through the app's single-input path (loaded.run + the Summary).
+   Each side's processor time (user + system, process_time) is printed too: on a shared machine
+   it moves less with the load than the elapsed time does.
 3. With --ray: the same job on a local Ray with two actors (a logical CPU more than actors).
 """
 
@@ -131,21 +133,27 @@ def speed(count: int, threads: int, with_ray: bool) -> None:
                 summarise_record(loaded.run(text).record)
 
     bare()  # warm up
-    timings = {}
+    timings, processor = {}, {}
     for name, work in (("bare", bare), ("job", job), ("one by one", one_by_one),
                        ("bare again", bare)):
-        started = time.perf_counter()
+        started, used = time.perf_counter(), time.process_time()
         work()
         timings[name] = time.perf_counter() - started
+        processor[name] = time.process_time() - used
     base = min(timings["bare"], timings["bare again"])
+    base_cpu = min(processor["bare"], processor["bare again"])
     for name in ("bare", "job", "one by one"):
         seconds = base if name == "bare" else timings[name]
+        used = base_cpu if name == "bare" else processor[name]
         print(f"speed: {name:<11} {seconds:7.2f} s  {count / seconds:6.1f} passages/s  "
-              f"{seconds / base:4.2f}x bare")
+              f"{seconds / base:4.2f}x bare  (processor time {used:6.2f} s, "
+              f"{used / base_cpu:4.2f}x bare's)")
     ratio = timings["job"] / base
     print(f"speed: job / bare = {ratio:.2f} ({'within' if ratio <= SPEED_GOAL else 'OVER'} "
           f"the {SPEED_GOAL}x goal); job / one by one = "
-          f"{timings['job'] / timings['one by one']:.2f}")
+          f"{timings['job'] / timings['one by one']:.2f}; in processor time (user + system, "
+          f"every thread: steadier on a shared machine) job / bare = "
+          f"{processor['job'] / base_cpu:.2f}")
     if with_ray:
         started = time.perf_counter()
         run_corpus(corpus, folder / "ray", "encoder", engine="ray", actors=2)

@@ -93,8 +93,8 @@ def measure_batch(loaded, batch: PlannedBatch, setup: BatchSetup) -> BatchResult
     statistics, detectors = Statistics(), Detectors(SENTENCE_DETECTORS)
     parts = statistics.parts | detectors.parts
     distances = HeadDistances(np.array([compared for compared, _ in draws]))
-    sampler = EmbeddingSampler([positions for _, positions in draws],
-                               num_layers(loaded.model))
+    layers = num_layers(loaded.model)
+    sampler = EmbeddingSampler([positions for _, positions in draws], layers)
 
     kept: dict = {}  # what the pass reads besides the maps, made once for the batch
 
@@ -108,7 +108,9 @@ def measure_batch(loaded, batch: PlannedBatch, setup: BatchSetup) -> BatchResult
         distances.add(layer, maps, tokens)
         sampler.add(layer, captured.query, captured.key)
 
-    run_streamed(loaded.model, padded_inputs(loaded, encoded), sink)
+    # The forward ends at the last layer's attention: its output projection and feed-forward
+    # (an eighth of the forward on MiniLM) and the model's head feed nothing the job measures.
+    run_streamed(loaded.model, padded_inputs(loaded, encoded), sink, stop_after=layers - 1)
     passages = np.asarray(batch.passages, dtype=np.int64)
     return BatchResult(
         number=batch.number, block=batch.block, passages=passages,

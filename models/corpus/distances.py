@@ -97,6 +97,7 @@ class HeadDistances(Reducer):
     def __init__(self, chosen: np.ndarray):
         self.chosen = np.asarray(chosen, dtype=bool)
         self._rows: dict[int, list[np.ndarray]] = {int(b): [] for b in np.flatnonzero(chosen)}
+        self._spaced: dict[int, np.ndarray] = {}  # each passage's rows, from its first layer
         self._heads = 0  # L x H, counted as the layers come
 
     def add(self, layer: int, maps: np.ndarray, tokens: TokenBatch,
@@ -113,7 +114,9 @@ class HeadDistances(Reducer):
                 raise ValueError(f"layer {layer} after {len(kept)} layers: a batch's layers are "
                                  "added in order, from layer 0")
             item = tokens.cut(maps, index)  # (H, Q, K)
-            kept.append(item[:, spaced_rows(item.shape[1])].copy())  # (H, R, K)
+            if index not in self._spaced:
+                self._spaced[index] = spaced_rows(item.shape[1])  # (R,)
+            kept.append(item[:, self._spaced[index]].copy())  # (H, R, K)
 
     def result(self) -> DistanceSum:
         total = np.zeros((self._heads, self._heads))

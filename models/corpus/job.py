@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 
 from models.corpus.batch_pass import BatchSetup, measure_batch
 from models.corpus.blocks import BlockWriter, done_blocks
+from models.corpus.heap import batch_heap
 from models.corpus.outputs import SUMMARY, assemble
 from models.corpus.plan import TEXTS_FILE, Plan, make_plan, planned_batches
 from models.corpus.reading import CorpusFile, describe
@@ -183,10 +184,11 @@ def run_corpus(corpus_path: Path | str, out: Path | str, model: str = "encoder",
     if remaining:
         writer = BlockWriter(work)
         if engine == LOCAL:
-            for batch in planned_batches(work, remaining):
-                writer.add(measure_batch(loaded, batch, setup))
-                release_freed_memory()  # a batch's maps: freed, and handed back to the system
-                measured(len(batch))
+            with batch_heap():  # a batch's blocks reused within it (models.corpus.heap)
+                for batch in planned_batches(work, remaining):
+                    writer.add(measure_batch(loaded, batch, setup))
+                    release_freed_memory()  # a batch's memory: freed, handed back to the system
+                    measured(len(batch))
         else:
             from models.corpus.ray_engine import run_on_ray
 
