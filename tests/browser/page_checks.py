@@ -15,10 +15,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from axe_playwright_python.sync_playwright import Axe
 
 from tests.app_support import GUARD_MESSAGE
-from tests.browser_support import wait_idle
+from tests.browser_support import guard_requests, wait_idle
 from viz.palettes import contrast_ratio
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
@@ -265,3 +266,14 @@ MEASURE = """() => {
   }
   return problems;
 }""".replace("OUTSIDE_PX", str(OUTSIDE_PX)).replace("OVERLAP_PX", str(OVERLAP_PX))
+
+
+@pytest.fixture
+def page(browser):
+    """A fresh 1280 x 720 tab whose requests leaving the machine are listed in
+    `tab.outside_requests` (to be empty)."""
+    context = browser.new_context(viewport=VIEWPORT)
+    tab = context.new_page()
+    tab.outside_requests = guard_requests(tab)
+    yield tab
+    context.close()

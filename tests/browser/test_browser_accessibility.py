@@ -7,22 +7,12 @@ from __future__ import annotations
 
 from urllib.parse import urlparse
 
-import pytest
-
-from tests.browser.page_checks import (PRESENTER_PX, PRESENTER_STYLE, SLOW_MS, VIEWPORT,
-                                       blocking_violations, figure_problems, settle)
-from tests.browser_support import PAGES, guard_requests, visit, wait_idle
+from tests.browser.page_checks import (PRESENTER_PX, PRESENTER_STYLE, SLOW_MS, blocking_violations,
+                                       figure_problems, settle)
+from tests.browser.page_checks import page  # noqa: F401 (the fixture)
+from tests.browser_support import PAGES, visit, wait_idle
 
 MAX_TABS = 80  # a control further than this many Tab presses away counts as unreachable
-
-
-@pytest.fixture
-def page(browser):
-    context = browser.new_context(viewport=VIEWPORT)
-    tab = context.new_page()
-    tab.outside_requests = guard_requests(tab)
-    yield tab
-    context.close()
 
 
 def open_by_menu(page, path: str) -> None:

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.page_checks import (ARTIFACTS, MEASURE, SLOW_MS, VIEWPORT, blocking_violations,
+from tests.browser.page_checks import (ARTIFACTS, MEASURE, SLOW_MS, blocking_violations,
                                        close_sidebar, failures, figure_problems,
                                        main_figure_problems, open_presenting, settle,
                                        unfocusable_controls)
-from tests.browser_support import NO_PLOTLY_ON_OPEN, PAGES, guard_requests, visit
+from tests.browser.page_checks import page  # noqa: F401 (the fixture)
+from tests.browser_support import NO_PLOTLY_ON_OPEN, PAGES, visit
 
 # The main figure of a page opened with the default model, checked for its fit on the screen:
 # the chart key's CSS class, or "" for the page's first figure.
@@ -48,15 +49,6 @@ DECODER_PAGES = [
 # Pages whose presenter layout does not hold yet, and why; each must still show a problem (so a
 # fix shows up here as a failure to be recorded), every other page none.
 KNOWN: dict[str, str] = {}
-
-
-@pytest.fixture
-def page(browser):
-    context = browser.new_context(viewport=VIEWPORT)
-    tab = context.new_page()
-    tab.outside_requests = guard_requests(tab)
-    yield tab
-    context.close()
 
 
 @pytest.mark.parametrize("path, heading", PAGES, ids=[path or "home" for path, _ in PAGES])
