@@ -168,6 +168,14 @@ CORPUS_KEPT_ANALYSES = 4
 # A corpus job has glibc map every block this large or larger on its own (models.store.byte_cache
 # map_large_blocks), so freed batches give their memory back instead of fragmenting the heap.
 HEAP_MMAP_THRESHOLD_BYTES = 256 * KIB
+# While a corpus job runs (models.corpus.heap batch_heap), blocks below this are kept on the heap
+# and reused within a batch instead of being mapped and faulted in anew: above any batch's layer.
+CORPUS_HEAP_MMAP_THRESHOLD_BYTES = 2 * CORPUS_BATCH_BYTES
+# ... and the heap's top is not trimmed by a free below this (the job trims after each batch;
+# mallopt takes a C int) ...
+CORPUS_HEAP_TRIM_THRESHOLD_BYTES = 1 << 30
+# ... and afterwards it is trimmed again at glibc's own default (DEFAULT_TRIM_THRESHOLD).
+HEAP_TRIM_THRESHOLD_BYTES = 128 * KIB
 
 # --- Reliability: what the server takes from a browser, a link, a model folder or the Hub ---------
 # (issue 22). .streamlit/config.toml states the first three in Streamlit's units; a test checks

@@ -7,8 +7,10 @@ forward allocates and frees blocks of the same few sizes layer after layer (proj
 scores, maps: tens of MB a batch); mapped one by one, every one of them is faulted in page by
 page and zeroed by the kernel again (measured on 200 MiniLM passages: about 1.1 million page
 faults, 3 s of system time against 6 s of forward). Within `batch_heap()` glibc keeps every
-block of up to JOB_MMAP_THRESHOLD_BYTES on its heap and does not trim the heap's top when one is
-freed, so a freed block is reused by the next of its size; the job calls `release_freed_memory`
+block below CORPUS_HEAP_MMAP_THRESHOLD_BYTES on its heap and does not trim the heap's top when
+one is freed, so a freed block is reused by the next of its size once the heap has grown to hold
+it (a round or two: how soon depends on what the process allocated before); the job calls
+`release_freed_memory`
 (malloc_trim) after each batch, which hands every free page of the heap, top and holes alike,
 back to the system: memory between batches stays what is alive, as it was with the blocks
 mapped one by one.
@@ -21,14 +23,11 @@ import ctypes.util
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from models.limits import CORPUS_BATCH_BYTES
+from models.limits import (CORPUS_HEAP_MMAP_THRESHOLD_BYTES, CORPUS_HEAP_TRIM_THRESHOLD_BYTES,
+                           HEAP_TRIM_THRESHOLD_BYTES)
 from models.store.byte_cache import map_large_blocks, release_freed_memory
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameter numbers (malloc.h)
-GLIBC_TRIM_THRESHOLD_BYTES = 128 * 1024  # glibc's default (DEFAULT_TRIM_THRESHOLD)
-# A block this large or larger is still mapped on its own: above any batch's layer of maps.
-JOB_MMAP_THRESHOLD_BYTES = 2 * CORPUS_BATCH_BYTES
-JOB_TRIM_THRESHOLD_BYTES = 1 << 30  # (mallopt takes a C int) the heap's top is never trimmed by a free: the job trims
 
 
 def _mallopt():
@@ -47,12 +46,12 @@ def batch_heap() -> Iterator[None]:
     large blocks are mapped on their own again (map_large_blocks), the heap's top trimmed at
     glibc's default, and what the job freed handed back."""
     if _MALLOPT is not None:
-        _MALLOPT(M_MMAP_THRESHOLD, JOB_MMAP_THRESHOLD_BYTES)
-        _MALLOPT(M_TRIM_THRESHOLD, JOB_TRIM_THRESHOLD_BYTES)
+        _MALLOPT(M_MMAP_THRESHOLD, CORPUS_HEAP_MMAP_THRESHOLD_BYTES)
+        _MALLOPT(M_TRIM_THRESHOLD, CORPUS_HEAP_TRIM_THRESHOLD_BYTES)
     try:
         yield
     finally:
         if _MALLOPT is not None:
-            _MALLOPT(M_TRIM_THRESHOLD, GLIBC_TRIM_THRESHOLD_BYTES)
+            _MALLOPT(M_TRIM_THRESHOLD, HEAP_TRIM_THRESHOLD_BYTES)
         map_large_blocks()
         release_freed_memory()
