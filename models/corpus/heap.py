@@ -10,10 +10,9 @@ faults, 3 s of system time against 6 s of forward). Within `batch_heap()` glibc 
 block below CORPUS_HEAP_MMAP_THRESHOLD_BYTES on its heap and does not trim the heap's top when
 one is freed, so a freed block is reused by the next of its size once the heap has grown to hold
 it (a round or two: how soon depends on what the process allocated before); the job calls
-`release_freed_memory`
-(malloc_trim) after each batch, which hands every free page of the heap, top and holes alike,
-back to the system: memory between batches stays what is alive, as it was with the blocks
-mapped one by one.
+`release_freed_memory` (malloc_trim) after each batch, which hands every free page of the heap,
+top and holes alike, back to the system: memory between batches stays what is alive, as it was
+with the blocks mapped one by one.
 """
 
 from __future__ import annotations
