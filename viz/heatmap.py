@@ -145,8 +145,9 @@ def layer_heads_grid(record: AttentionRecord, layer: int) -> go.Figure:
 GRID_SPACING = (0.03, 0.06)  # (across, down) between small multiples, as fractions of the plot
 
 
-def _axis_id(letter: str, index: int) -> str:
-    return letter if index == 0 else f"{letter}{index + 1}"
+def _axis_suffix(index: int) -> str:
+    """Plotly's numbering of axes: x, x2, x3, ... (xaxis, xaxis2, ... in the layout)."""
+    return "" if index == 0 else str(index + 1)
 
 
 def _domains(count: int, spacing: float) -> list[tuple[float, float]]:
@@ -163,10 +164,10 @@ def _shared_axes(heads: int, rows: int, columns: int) -> dict:
     hidden = dict(showticklabels=False, showgrid=False, zeroline=False, ticks="")
     across = _domains(columns, GRID_SPACING[0])
     down = _domains(rows, GRID_SPACING[1])[::-1]  # the first row on top
-    layout = {"xaxis" + _axis_id("x", c)[1:]: dict(domain=span, anchor="y", **hidden)
+    layout = {f"xaxis{_axis_suffix(c)}": dict(domain=span, anchor="y", **hidden)
               for c, span in enumerate(across)}
-    layout.update({"yaxis" + _axis_id("y", r)[1:]: dict(domain=span, anchor="x",
-                                                        autorange="reversed", **hidden)
+    layout.update({f"yaxis{_axis_suffix(r)}": dict(domain=span, anchor="x",
+                                                   autorange="reversed", **hidden)
                    for r, span in enumerate(down)})
     layout["annotations"] = [
         dict(text=f"Head {head}", xref="paper", yref="paper", showarrow=False,
@@ -195,7 +196,7 @@ def heads_grid(maps: np.ndarray, layer: int, tokens: tuple[str, ...] | None,
             z=np.round(maps[head], style.HOVER_DECIMALS),
             customdata=customdata, hovertemplate=GRID_HOVER if with_tokens else POSITION_HOVER,
             coloraxis="coloraxis", name=f"head {head}",
-            xaxis=_axis_id("x", column), yaxis=_axis_id("y", row),
+            xaxis=f"x{_axis_suffix(column)}", yaxis=f"y{_axis_suffix(row)}",
         ))
     figure.update_layout(_shared_axes(heads, rows, columns))
     title = f"All {heads} heads of layer {layer} (one shared colour scale)"

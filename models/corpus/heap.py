@@ -17,26 +17,13 @@ with the blocks mapped one by one.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from models.limits import (CORPUS_HEAP_MMAP_THRESHOLD_BYTES, CORPUS_HEAP_TRIM_THRESHOLD_BYTES,
                            HEAP_TRIM_THRESHOLD_BYTES)
-from models.store.byte_cache import map_large_blocks, release_freed_memory
-
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameter numbers (malloc.h)
-
-
-def _mallopt():
-    try:
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
-    except (OSError, AttributeError):  # not glibc: its allocator is left as it is
-        return None
-
-
-_MALLOPT = _mallopt()
+from models.store.byte_cache import (M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, mallopt,
+                                     map_large_blocks, release_freed_memory)
 
 
 @contextmanager
@@ -44,13 +31,11 @@ def batch_heap() -> Iterator[None]:
     """Keep a job's blocks on the heap while the block runs (see the module doc); afterwards
     large blocks are mapped on their own again (map_large_blocks), the heap's top trimmed at
     glibc's default, and what the job freed handed back."""
-    if _MALLOPT is not None:
-        _MALLOPT(M_MMAP_THRESHOLD, CORPUS_HEAP_MMAP_THRESHOLD_BYTES)
-        _MALLOPT(M_TRIM_THRESHOLD, CORPUS_HEAP_TRIM_THRESHOLD_BYTES)
+    mallopt(M_MMAP_THRESHOLD, CORPUS_HEAP_MMAP_THRESHOLD_BYTES)
+    mallopt(M_TRIM_THRESHOLD, CORPUS_HEAP_TRIM_THRESHOLD_BYTES)
     try:
         yield
     finally:
-        if _MALLOPT is not None:
-            _MALLOPT(M_TRIM_THRESHOLD, HEAP_TRIM_THRESHOLD_BYTES)
+        mallopt(M_TRIM_THRESHOLD, HEAP_TRIM_THRESHOLD_BYTES)
         map_large_blocks()
         release_freed_memory()

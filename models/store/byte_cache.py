@@ -45,7 +45,13 @@ def _libc_function(name: str):
 
 _MALLOC_TRIM = _libc_function("malloc_trim")
 _MALLOPT = _libc_function("mallopt")
-M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number (malloc.h)
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameter numbers (malloc.h)
+
+
+def mallopt(parameter: int, value: int) -> None:
+    """glibc's mallopt (one of the M_* parameters above); nothing where there is no glibc."""
+    if _MALLOPT is not None:
+        _MALLOPT(parameter, value)
 
 
 def map_large_blocks() -> None:
@@ -54,8 +60,7 @@ def map_large_blocks() -> None:
     after which blocks of changing sizes (a corpus job's batches grow as its passages do) are
     carved from the heap and leave holes it keeps: measured on a 1,000-passage job, the peak was
     936 MB by default and 761 MB with this."""
-    if _MALLOPT is not None:
-        _MALLOPT(M_MMAP_THRESHOLD, HEAP_MMAP_THRESHOLD_BYTES)
+    mallopt(M_MMAP_THRESHOLD, HEAP_MMAP_THRESHOLD_BYTES)
 
 
 def release_freed_memory() -> None:
