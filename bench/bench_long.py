@@ -108,13 +108,20 @@ def main() -> None:
 
 
 def measure(runner, full, tokens: int, args) -> None:
+    """Measure one length; every streamed input's files go under one scratch folder that is
+    removed afterwards (a 4,096-token input's files are hundreds of MB)."""
+    with tempfile.TemporaryDirectory(prefix="bench-long-") as scratch:
+        measure_in(Path(scratch), runner, full, tokens, args)
+
+
+def measure_in(scratch: Path, runner, full, tokens: int, args) -> None:
     long_text = text_of(runner.tokenizer, tokens)
     encoded, _ = prepare(runner, long_text, None)
     assert len(encoded.tokens) == tokens, len(encoded.tokens)
     bare, streamed_times, held, disk = [], [], [], []
     attention = previous = None
     for repeat in range(args.repeats):  # alternately, so machine noise hits both
-        folder = Path(tempfile.mkdtemp(prefix="bench-long-"))
+        folder = Path(tempfile.mkdtemp(dir=scratch))
 
         def read_all():
             return read_streamed(runner, long_text, None, folder)
