@@ -22,28 +22,28 @@ import time
 import tomllib
 from pathlib import Path
 
-from models.threads import configure_threads
-
-configure_threads()  # before torch loads: OpenMP reads its wait policy once (models/threads.py)
-
-from transformers.utils import logging as progress_bars
-
-from models.corpus.job import ENGINES, LOCAL, RAY, JobProgress, JobSettings, run_corpus
-from cli import export
+# Only light modules here: `--help`, a mistaken argument and a configuration error answer at
+# once (10 s sooner on this machine). A command that computes loads the engine (torch,
+# transformers) when it runs, after main() has set the threads.
+from cli import export_request
 from models import settings
+from models.corpus.engines import ENGINES, LOCAL, RAY
 from models.errors import ModelLoadError
+from models.experiments.sites import RESID_PRE, SITES
 from models.limits import CORPUS_BATCH_SIZE
-from models.experiments import contrast, patching
-from models.loading import kinds
-from models.loading.kinds import DECODER, PRETRAINED
-from models.loading.source import ModelSource
+from models.threads import configure_threads
 
 PROGRAM = "attention-explorer"
 
 
-def model_source(text: str) -> ModelSource:
+def model_source(text: str):
     """`decoder`, `pretrained`, or either followed by `:NAME` (a Hugging Face id or a folder),
-    as the app's links write the model."""
+    as the app's links write the model: a ModelSource."""
+    configure_threads()  # the registry loads torch: OpenMP reads its wait policy once
+    from models.loading import kinds
+    from models.loading.kinds import DECODER, PRETRAINED
+    from models.loading.source import ModelSource
+
     kind_text, _, name = text.partition(":")
     try:
         kind = kinds.spec(kind_text.strip())
@@ -70,7 +70,7 @@ def _parser() -> argparse.ArgumentParser:
             "0 and the clean run 1. Columns: layer,position,token,value for resid_pre, "
             "attn_out and mlp_out; layer,head,value for head, head_pattern and head_values; "
             "layer,head,position,token,value for head_position."))
-    patch.add_argument("--model", type=model_source, default=ModelSource.default(DECODER),
+    patch.add_argument("--model", type=model_source, default="decoder",
                        help="decoder (the embedded SmolLM2, the default), pretrained, or "
                             "decoder:NAME / pretrained:NAME")
     patch.add_argument("--clean", required=True, help="the clean prompt")
@@ -78,13 +78,13 @@ def _parser() -> argparse.ArgumentParser:
                        help="the corrupted prompt (as many tokens as the clean one)")
     patch.add_argument("--answer", required=True, help="the clean prompt's answer (one token)")
     patch.add_argument("--wrong", required=True, help="the wrong token (one token)")
-    patch.add_argument("--site", choices=patching.SITES, default=patching.RESID_PRE,
+    patch.add_argument("--site", choices=SITES, default=RESID_PRE,
                        help="what one cell patches (default: resid_pre)")
     patch.add_argument("--layer", type=int, default=None,
                        help="the layer of the head_position site")
     patch.add_argument("--out", required=True, type=Path, help="the CSV file to write")
     _corpus_parser(commands)
-    export.add_parser(commands)
+    export_request.add_parser(commands)
     commands.add_parser(
         "serve", help="start the app (streamlit run app.py); Streamlit's options pass through",
         description=(
@@ -157,6 +157,8 @@ PROGRESS_EVERY_S = 2.0  # seconds between two progress lines
 
 
 def corpus_command(arguments: argparse.Namespace) -> None:
+    from models.corpus.job import JobProgress, JobSettings, run_corpus
+
     engine = arguments.engine or (RAY if arguments.ray_address else LOCAL)
     if arguments.ray_address and engine != RAY:
         raise ValueError("--ray-address joins a Ray cluster: use it with --engine ray.")
@@ -182,6 +184,8 @@ def corpus_command(arguments: argparse.Namespace) -> None:
 
 
 def patch_command(arguments: argparse.Namespace) -> None:
+    from models.experiments import contrast, patching
+
     loaded = arguments.model.load()
     given = contrast.experiment(loaded, arguments.clean, arguments.corrupted, arguments.answer,
                                 arguments.wrong)
@@ -198,7 +202,9 @@ def _say(message: str) -> None:
 
 
 def export_command(arguments: argparse.Namespace) -> None:
-    written = export.run_export(export.request_of(arguments), arguments.out, _say)
+    from cli import export
+
+    written = export.run_export(export_request.request_of(arguments), arguments.out, _say)
     print(f"{PROGRAM}: wrote {arguments.out} ({written:,} bytes)", file=sys.stderr)
 
 
@@ -252,6 +258,7 @@ def config_command(arguments: argparse.Namespace) -> None:
         print(f"{line:<{width}}  # {value.source}")
 
 
+ENGINE_COMMANDS = ("patch", "corpus", "export")  # the ones that load a model
 COMMANDS = {"patch": patch_command, "corpus": corpus_command, "export": export_command,
             "serve": serve_command, "config": config_command}
 
@@ -262,10 +269,17 @@ def main(argv: list[str] | None = None) -> int:
     if rest and arguments.command != "serve":
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     arguments.streamlit_options = rest
-    progress_bars.disable_progress_bar()  # transformers' bar while weights load: noise here
     try:
         settings.check()
+        if arguments.command in ENGINE_COMMANDS:
+            configure_threads()  # before torch loads: OpenMP reads its wait policy once
+            from transformers.utils import logging as progress_bars
+
+            progress_bars.disable_progress_bar()  # transformers' bar as weights load: noise here
         COMMANDS[arguments.command](arguments)
+    except BrokenPipeError:  # the output's reader stopped early (`| head`): nothing to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except (ValueError, ModelLoadError, OSError) as error:
         print(f"{PROGRAM}: error: {error}", file=sys.stderr)
         return 1

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from models.analysis.statistics import NUMERIC_COLUMNS, SHARE_COLUMNS
+from models.analysis.columns import NUMERIC_COLUMNS, SHARE_COLUMNS
 from viz.heatmap import matrix_heatmap
 
 

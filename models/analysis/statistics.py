@@ -26,15 +26,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from models.analysis.columns import NUMERIC_COLUMNS, SQUARE_ONLY
 from models.analysis.layer_pass import BatchRows, Parts, measure_batch
 from models.analysis.reducer import (EMPTY_ROW_WEIGHT, LayerLog, PassReducer, reduce_record,
                                      row_mean)
 from models.analysis.token_batch import ItemTokens, TokenBatch
 from models.hooks.record import AttentionRecord
 
-SHARE_COLUMNS = ("cls", "sep", "first", "punctuation", "self", "previous", "next")
-NUMERIC_COLUMNS = ("entropy_bits", "mean_distance") + SHARE_COLUMNS
-SQUARE_ONLY = ("mean_distance", "cls", "sep", "self", "previous", "next")
 COLUMN_HELP = {
     "entropy_bits": "Entropy of a row in bits, averaged over rows: 0 = one key, log2(n) = even.",
     "mean_distance": "Average |query - key| position distance, weighted by attention.",

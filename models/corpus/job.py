@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 
 from models.corpus.batch_pass import BatchSetup, measure_batch
 from models.corpus.blocks import BlockWriter, done_blocks
+from models.corpus.engines import ENGINES, LOCAL, RAY
 from models.corpus.heap import batch_heap
 from models.corpus.outputs import SUMMARY, assemble
 from models.corpus.plan import TEXTS_FILE, Plan, make_plan, planned_batches
@@ -36,8 +37,6 @@ from models.store.byte_cache import map_large_blocks, release_freed_memory
 
 WORK = ".work"
 JOB_FILE = "job.json"
-LOCAL, RAY = "local", "ray"
-ENGINES = (LOCAL, RAY)
 PROJECT = Path(__file__).resolve().parents[2]
 
 

@@ -42,6 +42,9 @@ import torch
 
 from models.experiments.contrast import LogitDifference, PromptPair, token_texts
 from models.experiments.patching_cost import config_size, grid_cost
+from models.experiments.sites import (ATTN_OUT, HEAD, HEAD_PATTERN, HEAD_POSITION,  # noqa: F401
+                                      HEAD_SITES, HEAD_VALUES, MLP_OUT, POSITION_SITES,
+                                      RESID_PRE, SITES)
 from models.hooks import points
 from models.hooks.attention import repeat_kv
 from models.hooks.capture import num_layers
@@ -50,12 +53,6 @@ from models.hooks.install import point_names
 from models.hooks.run import LayerPlan, Run, run_model
 from models.loading.loader_checks import HEAD_KEYS
 
-RESID_PRE, ATTN_OUT, MLP_OUT = "resid_pre", "attn_out", "mlp_out"
-HEAD, HEAD_POSITION, HEAD_PATTERN, HEAD_VALUES = ("head", "head_position", "head_pattern",
-                                                  "head_values")
-POSITION_SITES = (RESID_PRE, ATTN_OUT, MLP_OUT)  # (L, T) grids of a point (B, T, D)
-HEAD_SITES = (HEAD, HEAD_PATTERN, HEAD_VALUES)  # (L, H) grids of hook_z (B, T, H, Dh)
-SITES = (*POSITION_SITES, HEAD, HEAD_POSITION, HEAD_PATTERN, HEAD_VALUES)
 # Two logit differences closer than this are the same: nothing for patching to bring back.
 SAME_METRIC = 1e-4
 Progress = Callable[[int, int], None]  # (cells done, cells in all)

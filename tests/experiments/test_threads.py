@@ -87,11 +87,27 @@ def test_applied_before_torch_loads_the_plan_is_what_torch_and_openmp_run():
     assert late == {"threads": 1, "policy": None, "active": False}  # said, not pretended
 
 
-def test_the_command_line_applies_the_plan_before_torch_loads():
-    applied = fresh_interpreter(
-        "import cli.main\nfrom models.threads import thread_plan\nplan = thread_plan()\n"
-        + REPORT, ATTENTION_EXPLORER_THREADS="1")
-    assert applied["threads"] == 1 and applied["policy"] == "PASSIVE"
+LIGHT = ("import sys, cli.main\n"
+         "cli.main.main(['config'])\n"
+         "light = 'torch' not in sys.modules and 'transformers' not in sys.modules\n")
+COMPUTED = ("from models.threads import thread_plan\nplan = thread_plan()\n"
+            "import json, os, torch; print(json.dumps({'light': light, "
+            "'threads': torch.get_num_threads(), 'policy': os.environ.get('OMP_WAIT_POLICY')}))")
+
+
+@pytest.mark.parametrize("command", [
+    # a command that computes: its mistake is found once the engine is there
+    "cli.main.main(['export', '--text', ' ', '--view', 'heatmap', '--format', 'csv', "
+    "'--out', 'unwritten.csv'])",
+    # the patch command's --model is read by the kind registry while the line is parsed
+    "try:\n    cli.main.main(['patch', '--model', 'nonsense', '--clean', 'a', '--corrupted', "
+    "'b', '--answer', 'x', '--wrong', 'y', '--out', 'unwritten.csv'])\n"
+    "except SystemExit:\n    pass"])
+def test_the_command_line_loads_torch_only_to_compute_and_sets_the_plan_first(command):
+    applied = fresh_interpreter(LIGHT + command + "\n" + COMPUTED,
+                                ATTENTION_EXPLORER_THREADS="1")
+    # `config` (as `--help` and a mistaken argument) answers without torch or transformers
+    assert applied == {"light": True, "threads": 1, "policy": "PASSIVE"}
 
 
 def test_the_app_applies_the_plan_before_any_other_import():
