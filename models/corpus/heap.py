@@ -9,10 +9,13 @@ page and zeroed by the kernel again (measured on 200 MiniLM passages: about 1.1 
 faults, 3 s of system time against 6 s of forward). Within `batch_heap()` glibc keeps every
 block below CORPUS_HEAP_MMAP_THRESHOLD_BYTES on its heap and does not trim the heap's top when
 one is freed, so a freed block is reused by the next of its size once the heap has grown to hold
-it (a round or two: how soon depends on what the process allocated before); the job calls
-`release_freed_memory` (malloc_trim) after each batch, which hands every free page of the heap,
-top and holes alike, back to the system: memory between batches stays what is alive, as it was
-with the blocks mapped one by one.
+it (a round or two: how soon depends on what the process allocated before). After each batch
+the job calls `release_slack`: when the heap holds more than CORPUS_HEAP_SLACK_BYTES free, every
+free page of it, top and holes alike, is handed back to the system (malloc_trim); below that the
+pages stay for the next batch, which would otherwise fault them in and have them zeroed again.
+The plan puts the longest batches first (models.corpus.plan), so the next batch fits in the
+pages the last one freed and the kept pages do not add to the job's peak. Memory between batches
+stays what is alive plus at most the slack.
 """
 
 from __future__ import annotations
@@ -20,10 +23,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from models.limits import (CORPUS_HEAP_MMAP_THRESHOLD_BYTES, CORPUS_HEAP_TRIM_THRESHOLD_BYTES,
-                           HEAP_TRIM_THRESHOLD_BYTES)
-from models.store.byte_cache import (M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, mallopt,
-                                     map_large_blocks, release_freed_memory)
+from models.limits import (CORPUS_HEAP_MMAP_THRESHOLD_BYTES, CORPUS_HEAP_SLACK_BYTES,
+                           CORPUS_HEAP_TRIM_THRESHOLD_BYTES, HEAP_TRIM_THRESHOLD_BYTES)
+from models.store.byte_cache import (M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, heap_free_bytes,
+                                     mallopt, map_large_blocks, release_freed_memory)
 
 
 @contextmanager
@@ -39,3 +42,13 @@ def batch_heap() -> Iterator[None]:
         mallopt(M_TRIM_THRESHOLD, HEAP_TRIM_THRESHOLD_BYTES)
         map_large_blocks()
         release_freed_memory()
+
+
+def release_slack(slack: int = CORPUS_HEAP_SLACK_BYTES) -> bool:
+    """Between two batches: hand the heap's free pages back when it holds more than `slack`
+    bytes free (always, where glibc cannot say how much it holds). True when it did."""
+    free = heap_free_bytes()
+    if free is not None and free <= slack:
+        return False
+    release_freed_memory()
+    return True

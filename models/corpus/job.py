@@ -27,13 +27,13 @@ import pyarrow.parquet as pq
 from models.corpus.batch_pass import BatchSetup, measure_batch
 from models.corpus.blocks import BlockWriter, done_blocks
 from models.corpus.engines import ENGINES, LOCAL, RAY
-from models.corpus.heap import batch_heap
+from models.corpus.heap import batch_heap, release_slack
 from models.corpus.outputs import SUMMARY, assemble
 from models.corpus.plan import TEXTS_FILE, Plan, make_plan, planned_batches
 from models.corpus.reading import CorpusFile, describe
 from models.corpus.sampling import sampling_for
 from models.limits import CORPUS_BATCH_SIZE
-from models.store.byte_cache import map_large_blocks, release_freed_memory
+from models.store.byte_cache import map_large_blocks
 
 WORK = ".work"
 JOB_FILE = "job.json"
@@ -186,7 +186,7 @@ def run_corpus(corpus_path: Path | str, out: Path | str, model: str = "encoder",
             with batch_heap():  # a batch's blocks reused within it (models.corpus.heap)
                 for batch in planned_batches(work, remaining):
                     writer.add(measure_batch(loaded, batch, setup))
-                    release_freed_memory()  # a batch's memory: freed, handed back to the system
+                    release_slack()  # what the batch freed, beyond a bounded slack
                     measured(len(batch))
         else:
             from models.corpus.ray_engine import run_on_ray

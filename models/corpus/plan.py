@@ -3,7 +3,10 @@ passages of similar length, and the batches grouped into blocks (the unit result
 and a job resumes by).
 
 Passages are sorted by length within windows of SORT_WINDOW passages (so a corpus of any size is
-planned in bounded memory, and a batch pads its passages to nearly their own length). A batch
+planned in bounded memory, and a batch pads its passages to nearly their own length), the
+longest first: each batch then needs no more memory than the one before, so the blocks a batch
+frees hold the next batch's (models.corpus.heap keeps them between batches instead of faulting
+them in anew), and a window's largest batch, which sets the job's peak, comes first. A batch
 holds at most `batch_size` passages and at most CORPUS_BATCH_BYTES of one layer's maps
 (B x H x T x T float32). The plan is written to the job's work folder as `texts.parquet` (one
 row per passage, in batch order), `tokens.parquet` (the same rows' token ids, segments and
@@ -133,14 +136,14 @@ class PlannedBatch:
 
 
 def batch_sizes(lengths: np.ndarray, batch_size: int, heads: int) -> list[int]:
-    """How many of `lengths` (ascending) each batch takes: at most `batch_size`, and at most
-    CORPUS_BATCH_BYTES of one layer's (B, H, T, T) float32 maps (always at least one)."""
+    """How many of `lengths` (sorted, either way) each batch takes: at most `batch_size`, and at
+    most CORPUS_BATCH_BYTES of one layer's (B, H, T, T) float32 maps (always at least one)."""
     sizes, start = [], 0
     while start < len(lengths):
         stop = start + 1
         while stop < len(lengths) and stop - start < batch_size and \
-                (stop - start + 1) * heads * int(lengths[stop]) ** 2 * FLOAT_BYTES \
-                <= CORPUS_BATCH_BYTES:
+                (stop - start + 1) * heads * int(max(lengths[start], lengths[stop])) ** 2 \
+                * FLOAT_BYTES <= CORPUS_BATCH_BYTES:
             stop += 1
         sizes.append(stop - start)
         start = stop
@@ -176,7 +179,7 @@ def make_plan(loaded, corpus: CorpusFile, folder: Path, batch_size: int = CORPUS
             encoded = [PlannedTokens.of(item) for item in loaded.encode_many(
                 [p.text for p in window], [p.pair for p in window], limit_tokens)]
             lengths = np.array([len(e.input_ids) for e in encoded])
-            order = np.argsort(lengths, kind="stable")
+            order = np.argsort(-lengths, kind="stable")  # the longest first (see the doc)
             rows: dict[str, list] = {name: [] for name in schema.names + token_schema.names}
             start = 0
             for size in batch_sizes(lengths[order], batch_size, shape.heads):

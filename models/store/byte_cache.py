@@ -45,6 +45,19 @@ def _libc_function(name: str):
 
 _MALLOC_TRIM = _libc_function("malloc_trim")
 _MALLOPT = _libc_function("mallopt")
+_MALLINFO2 = _libc_function("mallinfo2")  # glibc 2.33 or later
+
+
+class _MallInfo2(ctypes.Structure):
+    """glibc's `struct mallinfo2` (malloc.h): ten size_t fields, summed over every arena."""
+
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost")]
+
+
+if _MALLINFO2 is not None:
+    _MALLINFO2.restype = _MallInfo2
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameter numbers (malloc.h)
 
 
@@ -61,6 +74,14 @@ def map_large_blocks() -> None:
     carved from the heap and leave holes it keeps: measured on a 1,000-passage job, the peak was
     936 MB by default and 761 MB with this."""
     mallopt(M_MMAP_THRESHOLD, HEAP_MMAP_THRESHOLD_BYTES)
+
+
+def heap_free_bytes() -> int | None:
+    """The bytes glibc's heaps hold free (freed chunks, resident or not, that malloc_trim could
+    hand back), or None where there is no glibc 2.33 or later to ask."""
+    if _MALLINFO2 is None:
+        return None
+    return int(_MALLINFO2().fordblks)
 
 
 def release_freed_memory() -> None:

@@ -19,24 +19,27 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 ROUNDS = 8  # a freed block and a new one of its size, this many times on each side
 
-MEASURE = f"""
-import json, resource, torch
-from models.corpus.heap import batch_heap
-from models.store.byte_cache import map_large_blocks
+BLOCKS = """
+import ctypes, json, resource, torch
+from models.corpus.heap import batch_heap, release_slack
+from models.store.byte_cache import heap_free_bytes, map_large_blocks
 
 BLOCK = 16 * 2**20  # a batch's layer of projections or maps
 
-def faults_of_a_second_block():
-    first = torch.empty(BLOCK // 4)
-    first.fill_(1.0)
-    del first
+def faults_of_a_block():
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    second = torch.empty(BLOCK // 4)
-    second.fill_(1.0)
+    block = torch.empty(BLOCK // 4)
+    block.fill_(1.0)
     faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
-    del second
+    del block
     return faults
 
+def faults_of_a_second_block():
+    faults_of_a_block()
+    return faults_of_a_block()
+"""
+
+MEASURE = BLOCKS + f"""
 map_large_blocks()  # as a job finds the process
 before = [faults_of_a_second_block() for _ in range({ROUNDS})]
 with batch_heap():
@@ -47,11 +50,16 @@ print(json.dumps({{"pages": BLOCK // resource.getpagesize(), "before": before,
 """
 
 
-def test_a_freed_block_is_reused_within_a_job_and_handed_back_outside_it():
-    run = subprocess.run([sys.executable, "-c", MEASURE], cwd=ROOT, capture_output=True,
+def in_a_fresh_interpreter(code: str) -> tuple[dict, str]:
+    """What `code` printed last (JSON), and its stderr."""
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                          text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert run.returncode == 0, run.stderr[-2000:]
-    faults = json.loads(run.stdout.strip().splitlines()[-1])
+    return json.loads(run.stdout.strip().splitlines()[-1]), run.stderr
+
+
+def test_a_freed_block_is_reused_within_a_job_and_handed_back_outside_it():
+    faults, _ = in_a_fresh_interpreter(MEASURE)
     pages = faults["pages"]
     # before a job every new block is mapped and faulted in page by page, every time
     assert all(count > pages // 2 for count in faults["before"]), faults
@@ -59,3 +67,46 @@ def test_a_freed_block_is_reused_within_a_job_and_handed_back_outside_it():
     assert all(count < pages // 100 for count in faults["inside"][-3:]), faults
     # the job's end handed the pages back: the first block after it is faulted in anew
     assert faults["after"][0] > pages // 2, faults
+
+
+SLACK = BLOCKS + f"""
+MIB = 2**20
+map_large_blocks()
+found = {{}}
+with batch_heap():
+    for _ in range({ROUNDS}):  # the heap grows to hold the block
+        faults_of_a_block()
+    found["free"] = heap_free_bytes()
+    ctypes.CDLL("libc.so.6").malloc_stats()  # glibc's own account, on stderr
+    found["kept"] = release_slack(found["free"] + MIB)
+    found["after_kept"] = faults_of_a_block()
+    found["handed"] = release_slack(found["free"] - BLOCK)
+    found["after_handed"] = faults_of_a_block()
+found["pages"] = BLOCK // resource.getpagesize()
+print(json.dumps(found))
+"""
+
+
+def glibc_free_bytes(stats: str) -> int:
+    """Free heap bytes by glibc's malloc_stats: each arena's system bytes less its bytes in
+    use."""
+    numbers = {"system": [], "in use": []}
+    arenas = stats.split("Total (incl. mmap):")[0]
+    for line in arenas.splitlines():
+        for name in numbers:
+            if line.strip().startswith(f"{name} bytes"):
+                numbers[name].append(int(line.split("=")[1]))
+    assert numbers["system"] and len(numbers["system"]) == len(numbers["in use"]), stats
+    return sum(numbers["system"]) - sum(numbers["in use"])
+
+
+def test_between_batches_the_heap_keeps_a_bounded_slack_and_hands_back_the_rest():
+    found, stats = in_a_fresh_interpreter(SLACK)
+    pages = found["pages"]
+    # the free bytes the job reads are glibc's own account of its arenas, and hold the block
+    assert found["free"] >= 16 * 2**20, found
+    assert abs(found["free"] - glibc_free_bytes(stats)) <= 2**20, (found, stats)
+    # within the slack nothing is handed back: the next batch's block faults nothing in
+    assert found["kept"] is False and found["after_kept"] < pages // 100, found
+    # beyond it the free pages go back to the system and the next block faults in anew
+    assert found["handed"] is True and found["after_handed"] > pages // 2, found

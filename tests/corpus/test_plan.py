@@ -1,17 +1,21 @@
 """The plan tokenizes each passage once and the batches are built from its ids: every planned
 batch's inputs equal those padded from a fresh `loaded.encode` of its passages (same ids,
 special tokens, sentence-pair segments and truncation at the token limit), for an encoder and a
-causal decoder; and a work folder planned before the ids were kept is planned again."""
+causal decoder; the batches come longest first, each within the byte budget; and a work folder
+planned before the ids were kept is planned again."""
 
 from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 
+from models.corpus import plan as planning
 from models.corpus.batch_pass import encoded_text, padded_inputs
-from models.corpus.plan import PLAN_FILE, TOKENS_FILE, Plan, make_plan, planned_batches
+from models.corpus.plan import (PLAN_FILE, TOKENS_FILE, Plan, batch_sizes, make_plan,
+                                planned_batches)
 from models.corpus.reading import describe
 from tests.corpus.support import PASSAGES
 
@@ -84,3 +88,30 @@ def test_encoding_many_texts_at_once_equals_encoding_each(request, runner):
             assert (ours is None) == (reference is None), name
             if reference is not None:
                 assert ours.dtype == reference.dtype and torch.equal(ours, reference), name
+
+
+def test_the_batches_come_longest_first(tmp_path, encoder_runner):
+    make_plan(encoder_runner, describe(write_pairs(tmp_path)), tmp_path, batch_size=3)
+    widths = [max(len(tokens.input_ids) for tokens in batch.tokens)
+              for batch in planned_batches(tmp_path)]
+    assert widths == sorted(widths, reverse=True) and len(set(widths)) > 2, widths
+
+
+@pytest.mark.parametrize("longest_first", [True, False])
+def test_each_batch_is_the_most_passages_the_byte_budget_holds_in_either_order(
+        monkeypatch, longest_first):
+    heads, most, budget = 12, 32, 3 * 12 * 64 * 64 * 4  # three maps of 64 tokens
+    monkeypatch.setattr(planning, "CORPUS_BATCH_BYTES", budget)
+    lengths = np.sort(np.random.default_rng(0).integers(8, 120, 300))
+    lengths = lengths[::-1] if longest_first else lengths
+
+    def fits(batch) -> bool:  # the batch's maps, padded to its longest passage
+        return len(batch) <= most and len(batch) * heads * int(max(batch)) ** 2 * 4 <= budget
+
+    start = 0
+    for size in batch_sizes(lengths, most, heads):
+        assert size == 1 or fits(lengths[start:start + size]), (start, size)
+        if start + size < len(lengths):  # one passage more would not fit
+            assert not fits(lengths[start:start + size + 1]), (start, size)
+        start += size
+    assert start == len(lengths)
