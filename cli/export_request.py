@@ -21,6 +21,7 @@ NPZ, CSV, JSON = "npz", "csv", "json"
 DATA_FORMATS = (NPZ, CSV, JSON)
 FORMATS = (*FIGURE_FORMATS, *DATA_FORMATS)
 
+
 @dataclass(frozen=True)
 class ExportRequest:
     """What `export` writes: a view (VIEWS) of `text` (and `pair`) read by `model`, as

@@ -46,6 +46,7 @@ def _libc_function(name: str):
 _MALLOC_TRIM = _libc_function("malloc_trim")
 _MALLOPT = _libc_function("mallopt")
 _MALLINFO2 = _libc_function("mallinfo2")  # glibc 2.33 or later
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameter numbers (malloc.h)
 
 
 class _MallInfo2(ctypes.Structure):
@@ -58,7 +59,6 @@ class _MallInfo2(ctypes.Structure):
 
 if _MALLINFO2 is not None:
     _MALLINFO2.restype = _MallInfo2
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameter numbers (malloc.h)
 
 
 def mallopt(parameter: int, value: int) -> None:
