@@ -38,7 +38,7 @@ def test_encoder_source_trace_is_the_models_own_forward(default_model):
     assert trace.query.shape == trace.key.shape == trace.value.shape == (layers, heads, tokens, 32)
     assert trace.record.is_pair and trace.predictions is None and not trace.rotary
     for layer in (0, layers - 1):
-        assert trace.masked_softmax_difference(layer) < 1e-6
+        assert trace.masked_softmax_difference(layer) < 1e-5  # numpy against torch's softmax
     # each head's context is its weights times its values, as the model computed them
     np.testing.assert_allclose(trace.context[2], trace.record.weights[2] @ trace.value[2], atol=1e-5)
     assert runner.limit_reason == "positions" and runner.max_tokens == 512

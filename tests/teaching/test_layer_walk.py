@@ -41,7 +41,8 @@ def hooked_steps_match(walk) -> None:
     for step in compared:
         assert step.shape == step.model_shape, step.key
         scale = max(1.0, float(np.abs(step.value).max()))  # float32 rounding grows with size
-        assert step.difference is not None and step.difference <= 1e-6 * scale, (step.key,
+        # the walk's own arithmetic against the model's kernels: float32 across code paths
+        assert step.difference is not None and step.difference <= 1e-5 * scale, (step.key,
                                                                                 step.difference)
 
 

@@ -62,7 +62,7 @@ def test_traced_scores_give_the_encoders_weights(tokenizer, norm_style, causal):
     for layer in range(3):
         scores = trace.scores(layer)
         assert scores.shape == trace.record.weights.shape[1:]
-        assert trace.masked_softmax_difference(layer) < 1e-6
+        assert trace.masked_softmax_difference(layer) < 1e-5  # numpy against torch's softmax
         expected = numpy_softmax_allowed(scores.astype(np.float64), trace.allowed)
         np.testing.assert_allclose(trace.record.weights[layer], expected, atol=1e-5)
         np.testing.assert_array_equal(trace.record.weights[layer], reference[layer][0].numpy())
