@@ -15,25 +15,28 @@ through_app()
 SHIPPED, UPLOAD, FOLDER = "The shipped corpus", "Upload a corpus", "A folder from the command line"
 
 st.title("Corpus: every head over many passages")
-st.markdown(
+intro, picture = st.columns([1, 2], gap="medium")  # the explanation beside the main figure
+intro.markdown(
     "One sentence shows what a head did once; what a head *does* shows over many passages "
-    "(Clark et al. 2019, *What Does BERT Look At?*). Here every head is measured on every "
-    "passage of a corpus with the same statistics and detectors as the other pages, then "
-    "averaged. The command line runs the same job on any corpus, in this process or on a Ray "
-    "cluster: `attention-explorer corpus passages.txt --out DIR`.")
-source = st.radio("Corpus", (SHIPPED, UPLOAD, FOLDER), key="corpus_source", horizontal=True)
+    "(Clark et al. 2019, *What Does BERT Look At?*). Every head is measured on every passage "
+    "with the same statistics and detectors as the other pages, then averaged.")
+source = intro.radio(
+    "Corpus", (SHIPPED, UPLOAD, FOLDER), key="corpus_source",
+    help="The command line runs the same job on any corpus, in this process or on a Ray "
+         "cluster: `attention-explorer corpus passages.txt --out DIR`; open its folder here.")
 result = None
 if source == SHIPPED:
     result = corpus_cache.default_result()
 elif source == UPLOAD:
-    upload = st.file_uploader(corpus_cache.upload_label(),
-                              type=["txt", "csv", "jsonl", "parquet"], key="corpus_upload",
-                              max_upload_size=CORPUS_UPLOAD_MIB)
+    upload = intro.file_uploader(corpus_cache.upload_label(),
+                                 type=["txt", "csv", "jsonl", "parquet"], key="corpus_upload",
+                                 max_upload_size=CORPUS_UPLOAD_MIB)
     if upload is not None:
         result = corpus_cache.uploaded_result(upload.name, upload.getvalue())
 else:
-    folder = st.text_input("The output folder of attention-explorer corpus", key="corpus_folder",
-                           max_chars=MODEL_NAME_CHARS, placeholder="/path/to/DIR")
+    folder = intro.text_input("The output folder of attention-explorer corpus",
+                              key="corpus_folder", max_chars=MODEL_NAME_CHARS,
+                              placeholder="/path/to/DIR")
     if folder.strip():
         result = corpus_cache.folder_result(folder)
 
@@ -41,18 +44,16 @@ if result is not None:
     corpus = result.summary["corpus"]
     cut = (f" {corpus['truncated_passages']:,} passages were cut to {corpus['token_limit']} "
            "tokens." if corpus["truncated_passages"] else "")
-    st.caption(f"{plain(result.corpus_name)}: {corpus['passages']:,} passages, "
-               f"{corpus['tokens']:,} tokens · {plain(result.model_label)} · written "
-               f"{corpus_cache.timestamp(result)}.{cut}")
+    intro.caption(f"{plain(result.corpus_name)}: {corpus['passages']:,} passages, "
+                  f"{corpus['tokens']:,} tokens · {plain(result.model_label)} · written "
+                  f"{corpus_cache.timestamp(result)}.{cut}")
     shape = result.shape
 
-    st.subheader("Every head's mean")
-    left, right = st.columns([1, 2], gap="medium")
-    measure = left.selectbox("Measure", MEASURES, key="corpus_measure",
-                             help="Each cell is one head's mean over the passages; hover for "
-                                  "its standard deviation.")
-    left.caption(MEASURE_HELP[measure])
-    charts.show(measure_map(result.heads, measure), key="corpus_map", container=right)
+    measure = intro.selectbox("Measure", MEASURES, key="corpus_measure",
+                              help="Each cell is one head's mean over the passages; hover for "
+                                   "its standard deviation.")
+    intro.caption(MEASURE_HELP[measure])
+    charts.show(measure_map(result.heads, measure), key="corpus_map", container=picture)
 
     st.subheader("Heads that attend alike")
     left, right = st.columns([1, 2], gap="medium")

@@ -14,7 +14,9 @@ import plotly.graph_objects as go
 
 from viz.style import COLORSCALE, FONT, MARGIN
 
-MAP_PX = 520
+MAP_PX = 460  # a 12-layer map beside the page's introduction fits a 720-pixel screen
+MAP_ROW_PX = 16  # ... and a deeper model's map grows by this per layer beyond
+MAP_FRAME_PX = 140  # title, axis titles and margins
 LAYOUT_PX = 560
 POINTS_PX = 640
 MARKER_PX = 9
@@ -44,7 +46,8 @@ def measure_map(heads: pd.DataFrame, measure: str) -> go.Figure:
         hovertemplate=(f"layer %{{y}}, head %{{x}}<br>{measure}: mean %{{z:.3f}}"
                        "<br>std %{customdata[0]:.3f} over %{customdata[1]:.0f} passages"
                        "<extra></extra>")))
-    figure.update_layout(title=f"{measure}: corpus mean per head", height=MAP_PX, font=FONT,
+    height = max(MAP_PX, MAP_FRAME_PX + MAP_ROW_PX * len(mean.index))
+    figure.update_layout(title=f"{measure}: corpus mean per head", height=height, font=FONT,
                          margin=MARGIN, xaxis_title="head", yaxis_title="layer",
                          yaxis_autorange="reversed")
     return figure

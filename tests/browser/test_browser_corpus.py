@@ -1,7 +1,9 @@
 """The Corpus page in Chromium: a small uploaded corpus is analysed on the server with the
 embedded encoder, and the layer x head map it draws holds the numbers the in-process job writes
 to heads.parquet for the same file; a file without a text column gets one sentence. Both name
-the file as it was uploaded, never the copy the server keeps."""
+the file as it was uploaded, never the copy the server keeps. Opened on a projector's 1280 x 720
+screen, the page's map of the shipped corpus is wholly on the first screen, beside its
+introduction."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ ATOL = 1e-5
 COUNT = 5  # a few short passages: the job takes seconds
 UPLOAD = "corpus_upload"
 MEASURE = "entropy"  # the page's first measure
+PROJECTOR = {"width": 1280, "height": 720}
 NAME = "my *own* passages.txt"  # shown as typed: no emphasis, not the server's copy's name
 
 
@@ -63,7 +66,16 @@ def test_an_uploaded_corpus_is_analysed_and_drawn_with_the_job_numbers(app_url, 
     run_corpus(corpus, tmp_path / "out", loaded=encoder_runner)
     heads = pd.read_parquet(tmp_path / "out" / "heads.parquet")
 
+    viewport = page.viewport_size
+    page.set_viewport_size(PROJECTOR)
     visit(page, app_url, "corpus", "Corpus: every head over many passages")
+    chart = page.locator(".st-key-corpus_map .js-plotly-plot")
+    chart.locator(".main-svg").first.wait_for(timeout=180_000)
+    wait_idle(page)
+    box = chart.bounding_box()  # before any scrolling
+    assert box is not None and box["y"] >= 0 and box["height"] > 300, box
+    assert box["y"] + box["height"] <= PROJECTOR["height"], box
+    page.set_viewport_size(viewport)
     page.get_by_text("Upload a corpus", exact=True).click()
     wait_idle(page)
     upload(page, NAME, data)

@@ -11,7 +11,8 @@ import pytest
 from tests.app_support import APP, TIMEOUT_S, array, assert_no_failure, figures, shown, texts
 from tests.corpus.support import PASSAGES, write_lines
 from ui import corpus_cache
-from viz.corpus import BY_LABEL, BY_TOKEN, heads_layout_figure, measure_map, points_figure
+from viz.corpus import (BY_LABEL, BY_TOKEN, MAP_FRAME_PX, MAP_PX, MAP_ROW_PX, heads_layout_figure,
+                        measure_map, points_figure)
 
 
 @pytest.fixture
@@ -74,6 +75,11 @@ def test_the_drawings_hold_what_they_are_given():
     np.testing.assert_array_equal(array(figure.data[0].z), np.arange(6.0).reshape(2, 3))
     np.testing.assert_array_equal(np.asarray(figure.data[0].customdata)[..., 0],
                                   (np.arange(6.0) / 10).reshape(2, 3))
+    deep = pd.DataFrame({"layer": np.repeat(np.arange(30), 9), "head": np.tile(np.arange(9), 30),
+                         "entropy_mean": np.ones(270), "entropy_std": np.zeros(270),
+                         "entropy_passages": np.ones(270)})
+    assert figure.layout.height == MAP_PX  # a few layers: the height beside the introduction
+    assert measure_map(deep, "entropy").layout.height >= MAP_FRAME_PX + 30 * MAP_ROW_PX
     layout = heads_layout_figure(np.arange(12.0).reshape(6, 2), heads, BY_LABEL)
     assert sorted(trace.name for trace in layout.data) == ["[SEP] sink", "broad", "local"]
     assert sum(len(trace.x) for trace in layout.data) == 6
