@@ -171,6 +171,7 @@ def test_the_animal_example_finds_its_head_and_a_link_replaces_the_previous_view
 # --- the lessons ----------------------------------------------------------------------------
 
 TEXT = "Mario is short, but he can jump super high."
+QUICK = FinetuneSettings(epochs=1, max_steps=2, seed=11)  # a few seeded steps of fine-tuning
 STEPS = [(lesson.key, number) for lesson in LESSONS for number in range(1, len(lesson.steps) + 1)]
 
 
@@ -221,7 +222,10 @@ def test_a_step_the_lesson_does_not_have_falls_back_to_step_one_with_a_note():
 
 
 @pytest.mark.parametrize("lesson, number", STEPS, ids=[f"{key}-{n}" for key, n in STEPS])
-def test_each_check_question_grades_a_right_and_a_wrong_answer(lesson, number):
+def test_each_check_question_grades_a_right_and_a_wrong_answer(lesson, number, monkeypatch):
+    # The fine-tuning lesson's steps show a trained classifier: a few seeded steps do here (its
+    # own settings train for 20 to 40 s on a fresh machine, and no question depends on them).
+    monkeypatch.setattr(finetune_cache, "lesson_settings", lambda: QUICK)
     question = next(l for l in LESSONS if l.key == lesson).steps[number - 1].question
     key = f"lessons_answer_{lesson}_{number}"
     at = open_step(lesson, number)
@@ -277,8 +281,15 @@ def test_try_this_takes_the_mask_away_and_puts_it_back():
 
 def test_a_step_without_a_trained_model_trains_once_and_keeps_it_on_disk(monkeypatch, tmp_path):
     monkeypatch.setenv("ATTENTION_EXPLORER_CACHE", str(tmp_path))  # a machine that never trained
-    quick = FinetuneSettings(epochs=1, max_steps=2, seed=11)  # a few seeded steps
-    monkeypatch.setattr(finetune_cache, "lesson_settings", lambda: quick)
+    monkeypatch.setattr(finetune_cache, "lesson_settings", lambda: QUICK)
+    key = finetune_cache.training_key(DEFAULT_MODEL, load_shipped(), QUICK)
+
+    def forget() -> None:
+        """Nothing of this training in this process's memory."""
+        finetune_cache.store().results.forget(key)
+        stores.RESULTS.forget(result_key("before_after", key, DEFAULT_MODEL, TEXT))
+
+    forget()  # the check questions train the same way, maybe earlier in this process
     trainings = finetune_cache.store().trainings
     at = open_step("finetune", 2)
     assert finetune_cache.store().trainings == trainings + 1
@@ -289,9 +300,7 @@ def test_a_step_without_a_trained_model_trains_once_and_keeps_it_on_disk(monkeyp
     assert after.sum() == pytest.approx(1.0, abs=1e-5)
 
     # A later server process: nothing in memory, and training would fail; the disk answers.
-    key = finetune_cache.training_key(DEFAULT_MODEL, load_shipped(), quick)
-    finetune_cache.store().results.forget(key)
-    stores.RESULTS.forget(result_key("before_after", key, DEFAULT_MODEL, TEXT))
+    forget()
 
     def refuse(*args, **kwargs):
         raise AssertionError("trained again instead of reading the kept classifier")
