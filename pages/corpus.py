@@ -77,7 +77,7 @@ if result is not None:
         shown = table.assign(open=[corpus_cache.maps_link(result, text, pair, layer, head)
                                    for text, pair in zip(table["text"], table["text_pair"])])
         st.markdown(f"**{title}**")
-        st.dataframe(shown[["passage", measure, "tokens", "text", "open"]], hide_index=True,
+        st.dataframe(shown[["passage", measure, "tokens", "open", "text"]], hide_index=True,
                      key=f"corpus_table_{title.split()[0].lower()}", column_config={
                          "open": st.column_config.LinkColumn("open", display_text="Attention maps"),
                          measure: st.column_config.NumberColumn(measure, format="%.3f")})

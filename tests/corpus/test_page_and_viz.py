@@ -41,6 +41,8 @@ def test_the_page_draws_its_four_views_on_the_shipped_corpus(small_shipped_corpu
     frames = at.dataframe
     assert len(frames) == 3
     links = frames[0].value["open"].tolist()
+    columns = list(frames[0].value.columns)  # the link before the passage's text, which may be
+    assert columns.index("open") < columns.index("text")  # long: the link stays on the screen
     assert all(link.startswith("./?text=") and "layer=0" in link and "head=0" in link
                for link in links)
     at.radio(key="corpus_head_colour").set_value(BY_LABEL)
