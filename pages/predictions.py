@@ -45,7 +45,10 @@ def show_positions(per_position, tokens: tuple[str, ...], many: bool = False) ->
         f"{chosen.actual.probability:.3f} ({rank}; loss {chosen.loss_bits:.2f} bits).")
     charts.show(candidate_bars(chosen.candidates, f"Candidates after token #{position}",
                                chosen.actual.token_id), key="pred_candidates")
-    st.dataframe(position_table(per_position, tokens), hide_index=True, key="pred_table")
+    st.dataframe(position_table(per_position, tokens), hide_index=True, key="pred_table",
+                 column_config={  # as the sentence above writes them; a tiny probability in
+                     "probability": st.column_config.NumberColumn(format="%.3g"),  # 3 figures
+                     "loss (bits)": st.column_config.NumberColumn(format="%.2f")})
 
 
 st.title("What the model predicts")

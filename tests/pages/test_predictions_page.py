@@ -1,6 +1,8 @@
 """AppTest of the predictions page: next tokens of the real SmolLM2, fillers of a masked LM
 loaded from a folder, and one sentence (never invented predictions) for a model with no head."""
 
+import json
+
 import numpy as np
 import torch
 
@@ -25,6 +27,13 @@ def test_next_token_shows_paris_first_with_the_models_probability(smollm2_model)
     assert len(table) == inputs["input_ids"].shape[1] - 1
     assert list(table["came next"])[-1] == "␣is"
     assert (table["loss (bits)"] >= 0).all()
+    # the table writes the last position's loss and probability as the sentence above it does
+    formats = {name: column["type_config"]["format"]
+               for name, column in json.loads(at.dataframe[0].proto.columns).items()
+               if "type_config" in column}
+    last = table.iloc[-1]
+    assert f"probability {formats['probability'] % last['probability']} (" in texts(at), formats
+    assert f"loss {formats['loss (bits)'] % last['loss (bits)']} bits" in texts(at), formats
 
 
 def test_choosing_a_position_shows_what_came_against_the_prediction(smollm2_model):
