@@ -9,6 +9,7 @@ values on hover.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -24,7 +25,10 @@ GRID_ROW_PX = 22  # a grid's row height, until the grid reaches GRID_MAX_PX
 GRID_MIN_PX = 300
 GRID_MAX_PX = 560  # the height a 1280 x 720 screen shows under a heading
 GRID_TOP_PX = 110  # room for the title and the column labels along the top
-BAR_PX = 22  # one bar of a horizontal bar chart
+# one bar of a horizontal bar chart: room for its label at presenter mode's size, which would
+# otherwise leave every other bar unnamed
+BAR_PX = math.ceil(style.label_pitch(style.PRESENTER_FONT_PX)) + 4
+BAR_AXIS_PX = 90  # under the bars: the tick labels and the axis title, at presenter size
 BAR_MIN_PX = 260
 SCATTER_PX = 420
 DIAGONAL_COLOR = "#7f7f7f"
@@ -216,6 +220,6 @@ def contribution_bars(parts: Sequence[tuple[str, float]], title: str) -> go.Figu
         hovertemplate=f"%{{y}}: %{{x:.{DECIMALS}f}}<extra></extra>"))
     figure.update_layout(
         title=dict(text=title), font=style.FONT, margin=style.MARGIN, plot_bgcolor="white",
-        height=max(BAR_MIN_PX, style.MARGIN["t"] + BAR_PX * len(parts) + 40),
+        height=max(BAR_MIN_PX, style.MARGIN["t"] + BAR_PX * len(parts) + BAR_AXIS_PX),
         xaxis=dict(title="share of the logit difference", zeroline=True))
     return figure

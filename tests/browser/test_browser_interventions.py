@@ -1,11 +1,13 @@
 """The three pages of causal interventions draw in Chromium on their chapter examples: the
 embedded MiniLM has no LM head, so each page says so and offers the causal decoder; one click
-and the page draws its figures (patching and attribution on the indirect-object example)."""
+and the page draws its figures (patching and attribution on the indirect-object example). In
+presenter mode on a 1280 x 720 screen, the attribution's bar chart names every bar."""
 
 from __future__ import annotations
 
 import pytest
 
+from tests.browser.page_checks import VIEWPORT, open_presenting
 from tests.browser.test_browser import SCREENSHOTS, assert_clean, page  # noqa: F401 (fixture)
 from tests.browser_support import visit, wait_idle
 
@@ -30,4 +32,15 @@ def test_the_page_draws_its_figures_on_the_decoder(app_url, page, path, heading,
     assert page.get_by_text(word, exact=False).count() >= 1
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / f"{path}-decoder.png"), full_page=True)
+    assert_clean(page)
+
+
+def test_the_attribution_bars_are_each_named_in_presenter_mode(app_url, page):
+    page.set_viewport_size(VIEWPORT)
+    open_presenting(page, app_url, "logit_attribution?model=decoder", "Direct logit attribution",
+                    figures=2)
+    chart = page.locator(".st-key-dla_bars .js-plotly-plot")
+    bars = chart.evaluate("plot => plot.data[0].y.length")
+    names = chart.locator(".ytick text").all_text_contents()
+    assert bars == 12 and len(names) == bars, names  # the slider's default: 12 parts
     assert_clean(page)
