@@ -7,7 +7,8 @@ from ui.state import loaded_source, sidebar_input, use_decoder
 from ui.text import plain
 from viz.generation import visible_text
 from viz.labels import display_tokens
-from viz.predictions import candidate_bars, loss_figure, position_table
+from viz.predictions import (LOSS_FORMAT, PROBABILITY_FORMAT, candidate_bars, loss_figure,
+                             position_table)
 
 through_app()
 
@@ -42,13 +43,14 @@ def show_positions(per_position, tokens: tuple[str, ...], many: bool = False) ->
     st.markdown(
         f"After reading up to token #{position}, the model gave the token that came, "
         f"`{plain(visible_text(chosen.actual.text))}`, probability "
-        f"{chosen.actual.probability:.3f} ({rank}; loss {chosen.loss_bits:.2f} bits).")
+        f"{PROBABILITY_FORMAT % chosen.actual.probability} ({rank}; loss "
+        f"{LOSS_FORMAT % chosen.loss_bits} bits).")
     charts.show(candidate_bars(chosen.candidates, f"Candidates after token #{position}",
                                chosen.actual.token_id), key="pred_candidates")
     st.dataframe(position_table(per_position, tokens), hide_index=True, key="pred_table",
-                 column_config={  # as the sentence above writes them; a tiny probability in
-                     "probability": st.column_config.NumberColumn(format="%.3g"),  # 3 figures
-                     "loss (bits)": st.column_config.NumberColumn(format="%.2f")})
+                 column_config={  # as the sentence above writes them
+                     "probability": st.column_config.NumberColumn(format=PROBABILITY_FORMAT),
+                     "loss (bits)": st.column_config.NumberColumn(format=LOSS_FORMAT)})
 
 
 st.title("What the model predicts")

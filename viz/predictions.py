@@ -17,6 +17,10 @@ LOSS_PLOT_PX = 360
 # Above this many positions (a long input read whole) a bar would be narrower than a pixel: the
 # loss is drawn as a line over the positions, the surprises as dots. Every full trace has fewer.
 MAX_LOSS_BARS = 512
+# How the page writes one position's numbers, in its sentence and in its table (printf style):
+# three significant figures keep a tiny probability readable, where three decimals write 0.000
+PROBABILITY_FORMAT = "%.3g"
+LOSS_FORMAT = "%.2f"
 LEGEND_TOP_MARGIN_PX = 90  # the line's legend sits between the title and the plot
 
 
