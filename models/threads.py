@@ -13,15 +13,25 @@ can take twenty times longer (issue 27: SmolLM2 at 128 tokens, 11.2 s with 2 thr
   A served app expects one forward per core at a time (`configure_server_threads`): a class's
   sessions run side by side, each on one core, instead of two threads fighting for each core;
 - OpenMP's wait policy PASSIVE: a thread with no work sleeps instead of spinning, so an
-  oversubscribed core is shared, not fought over.
+  oversubscribed core is shared, not fought over;
+- large buffers on huge pages: torch's CPU allocator asks the kernel for transparent huge pages
+  (2 MB) for every buffer of 2 MB or more when THP_MEM_ALLOC_ENABLE=1 (a torch setting). A long
+  input's maps are hundreds of MB a layer (SmolLM2 at 4,096 tokens: 604 MB), allocated afresh
+  for the scores, the scaled scores, the masked scores and the softmax; on 4 kB pages the kernel
+  faults each one in 4 kB at a time, and that costs more than the arithmetic (a 604 MB multiply
+  0.23 s against 0.04 s in place). Measured here (bench/bench_long.py, THP_MEM_ALLOC_ENABLE=0
+  against the default): the eager forward at 4,096 tokens 75.0 s against 37.9 s, the whole
+  "read all" 97.2 s against 60.1 s.
 
 The wait policy is read once, when OpenMP starts, that is when torch is first imported (numpy's
-own BLAS threads likewise when numpy is). `configure_threads` therefore puts the plan in the
+own BLAS threads likewise when numpy is; torch reads THP_MEM_ALLOC_ENABLE at its first
+allocation, as it loads). `configure_threads` therefore puts the plan in the
 environment and only then imports torch: called first thing in an entry point (the CLI, the
 benches, the app before it imports the engine) it takes effect; called later it still sets
 torch's thread count, and `ThreadPlan.wait_policy_active` says the policy came too late (a
 launcher such as start.sh can export OMP_WAIT_POLICY=PASSIVE itself). Variables the operator
-set are left as they are: OMP_NUM_THREADS, when set, is the thread count.
+set are left as they are: OMP_NUM_THREADS, when set, is the thread count, and
+THP_MEM_ALLOC_ENABLE=0 keeps 4 kB pages.
 """
 
 from __future__ import annotations
@@ -40,6 +50,7 @@ WAIT_POLICY = "PASSIVE"
 WAIT_POLICY_VARIABLE = "OMP_WAIT_POLICY"
 THREADS_VARIABLE = "OMP_NUM_THREADS"
 BLAS_THREADS_VARIABLE = "OPENBLAS_NUM_THREADS"  # numpy's BLAS (torch's own follows OpenMP)
+HUGE_PAGES_VARIABLE = "THP_MEM_ALLOC_ENABLE"  # torch: buffers >= 2 MB on transparent huge pages
 CGROUP_QUOTA = Path("/sys/fs/cgroup/cpu.max")  # "max 100000" or "<quota> <period>" (cgroup v2)
 
 
@@ -120,9 +131,9 @@ def thread_plan(sessions: int | None = None, cores: int | None = None,
 
 def configure_threads(sessions: int | None = None, threads: int | None = None) -> ThreadPlan:
     """Apply `thread_plan(sessions, threads=threads)` (see the module docstring): the wait
-    policy (and numpy's BLAS threads) into the environment when OpenMP has not started yet, then
-    torch's intra-op threads. Call it first thing in an entry point; calling it again (an app's
-    rerun) sets torch's threads again. A setting that is not a number of threads is logged in
+    policy, numpy's BLAS threads and torch's huge pages into the environment when torch has not
+    loaded yet, then torch's intra-op threads. Call it first thing in an entry point; calling it
+    again (an app's rerun) sets torch's threads again. A setting that is not a number of threads is logged in
     one sentence and dropped (as `auto`), so an entry point still starts."""
     try:
         threads_setting()
@@ -132,6 +143,7 @@ def configure_threads(sessions: int | None = None, threads: int | None = None) -
     plan = thread_plan(sessions, threads=threads)
     if "torch" not in sys.modules:
         os.environ.setdefault(WAIT_POLICY_VARIABLE, plan.wait_policy)
+        os.environ.setdefault(HUGE_PAGES_VARIABLE, "1")
         if "numpy" not in sys.modules:
             os.environ.setdefault(BLAS_THREADS_VARIABLE, str(plan.threads))
     import torch  # after the environment is set: OpenMP reads it as torch loads

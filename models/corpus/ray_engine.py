@@ -33,7 +33,7 @@ CONNECT_SECONDS = 5  # how long a cluster's address has to answer
 GCS_PORT, CLIENT_PORT = 6379, 10001  # Ray's default ports: `ray start --head`, ray://
 LOCAL_ACTORS = 2
 PASSED_ENVIRONMENT = ("ATTENTION_EXPLORER_CACHE", "HF_HUB_OFFLINE", "HF_HOME",
-                      "TOKENIZERS_PARALLELISM", "OMP_WAIT_POLICY")
+                      "TOKENIZERS_PARALLELISM", "OMP_WAIT_POLICY", "THP_MEM_ALLOC_ENABLE")
 PROJECT = Path(__file__).resolve().parents[2]
 
 

@@ -1,7 +1,8 @@
 """Threads chosen on purpose (models/threads.py): the plan's arithmetic and who wins (the
 operator's setting, then OMP_NUM_THREADS, then the caller); applied in a fresh interpreter before
 torch loads, the wait policy is in the environment OpenMP reads and torch runs the planned
-threads; the command line and the app apply it before anything imports torch."""
+threads, and torch's large buffers are advised onto huge pages; the command line and the app
+apply it before anything imports torch."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from models.threads import configure_threads, thread_plan, threads_setting
 
 ROOT = Path(__file__).resolve().parents[2]
 VARIABLES = (threads.SETTING_VARIABLE, threads.THREADS_VARIABLE, threads.WAIT_POLICY_VARIABLE,
-             threads.BLAS_THREADS_VARIABLE)
+             threads.BLAS_THREADS_VARIABLE, threads.HUGE_PAGES_VARIABLE)
 
 
 @pytest.fixture
@@ -87,6 +88,32 @@ def test_applied_before_torch_loads_the_plan_is_what_torch_and_openmp_run():
     assert late == {"threads": 1, "policy": None, "active": False}  # said, not pretended
 
 
+# A 64 MB tensor's memory, looked up in the kernel's own account of this process's mappings:
+# "hg" in the mapping's VmFlags is the huge-page advice torch's allocator gave the kernel.
+HUGE_PAGE_ADVICE = (
+    "import json, torch\n"
+    "buffer = torch.ones(16 * 1024 * 1024)\n"
+    "address, flags, inside = buffer.data_ptr(), None, False\n"
+    "for line in open('/proc/self/smaps'):\n"
+    "    head = line.split()[0]\n"
+    "    if '-' in head and not head.endswith(':'):\n"
+    "        start, stop = (int(part, 16) for part in head.split('-'))\n"
+    "        inside = start <= address < stop\n"
+    "    elif inside and head == 'VmFlags:':\n"
+    "        flags = line.split()[1:]\n"
+    "print(json.dumps({'advised': flags is not None and 'hg' in flags, 'found': flags is not None}))")
+
+
+def test_torchs_large_buffers_are_advised_onto_huge_pages_unless_the_operator_says_no():
+    configured = "from models.threads import configure_threads\nconfigure_threads(sessions=1)\n"
+    assert fresh_interpreter(configured + HUGE_PAGE_ADVICE) == {"advised": True, "found": True}
+    # THP_MEM_ALLOC_ENABLE=0 (the operator's) and torch loaded before the plan keep 4 kB pages
+    assert fresh_interpreter(configured + HUGE_PAGE_ADVICE, THP_MEM_ALLOC_ENABLE="0") == \
+        {"advised": False, "found": True}
+    assert fresh_interpreter("import torch\n" + configured + HUGE_PAGE_ADVICE) == \
+        {"advised": False, "found": True}
+
+
 LIGHT = ("import sys, cli.main\n"
          "cli.main.main(['config'])\n"
          "light = 'torch' not in sys.modules and 'transformers' not in sys.modules\n")
@@ -132,4 +159,5 @@ def test_the_app_applies_the_plan_before_any_other_import():
                              "print('torch' in sys.modules)"], cwd=ROOT, capture_output=True,
                             text=True, check=True)
     assert loaded.stdout.strip() == "False"
-    assert "OMP_WAIT_POLICY" in (ROOT / "start.sh").read_text()
+    launcher = (ROOT / "start.sh").read_text()
+    assert "OMP_WAIT_POLICY" in launcher and "THP_MEM_ALLOC_ENABLE" in launcher
