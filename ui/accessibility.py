@@ -54,9 +54,12 @@ FORMULA_SCRIPT = """<script>
 })();
 </script>"""
 
+# Pills and segmented controls wider than their column wrap onto another line: Streamlit scrolls
+# them sideways, which hides choices (two of a narrow column's six token pills) from a projector.
 ACCESSIBLE_CSS = f"""<style>
 .st-key-{SCRIPT_KEY} {{ display: none; }}
 .stApp .katex-display:focus-visible {{ outline: 2px solid currentColor; outline-offset: 2px; }}
+.stApp [data-testid="stButtonGroup"] div:has(> button) {{ flex-wrap: wrap; row-gap: 0.4rem; }}
 </style>"""
 
 

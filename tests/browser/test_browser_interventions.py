@@ -1,7 +1,8 @@
 """The three pages of causal interventions draw in Chromium on their chapter examples: the
 embedded MiniLM has no LM head, so each page says so and offers the causal decoder; one click
 and the page draws its figures (patching and attribution on the indirect-object example). In
-presenter mode on a 1280 x 720 screen, the attribution's bar chart names every bar."""
+presenter mode on a 1280 x 720 screen, the attribution's map of the heads is wholly on the first
+screen (its choices beside it, every token pill in view) and its bar chart names every bar."""
 
 from __future__ import annotations
 
@@ -35,10 +36,17 @@ def test_the_page_draws_its_figures_on_the_decoder(app_url, page, path, heading,
     assert_clean(page)
 
 
-def test_the_attribution_bars_are_each_named_in_presenter_mode(app_url, page):
+def test_the_attribution_opens_on_its_map_and_names_every_bar_in_presenter_mode(app_url, page):
     page.set_viewport_size(VIEWPORT)
     open_presenting(page, app_url, "logit_attribution?model=decoder", "Direct logit attribution",
                     figures=2)
+    heads = page.locator(".st-key-dla_heads .js-plotly-plot").bounding_box()
+    assert heads is not None and heads["height"] > 300, heads
+    assert heads["y"] >= 0 and heads["y"] + heads["height"] <= VIEWPORT["height"], heads
+    for pills in page.locator('[data-testid="stButtonGroup"]').all():  # wrapped, none hidden
+        assert pills.evaluate("group => [...group.querySelectorAll('button')].every(button => "
+                              "button.getBoundingClientRect().right <= "
+                              "group.getBoundingClientRect().right + 1)"), pills.inner_text()
     chart = page.locator(".st-key-dla_bars .js-plotly-plot")
     bars = chart.evaluate("plot => plot.data[0].y.length")
     names = chart.locator(".ytick text").all_text_contents()

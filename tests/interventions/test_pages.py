@@ -162,8 +162,7 @@ def test_the_direct_attribution_page_draws_the_engines_shares(decoder_runner):
     shares = logit_attribution.logit_attribution(decoder_runner, IOI_CLEAN, "Mary", "John")
     np.testing.assert_allclose(z_of(at, "Each head's direct share"), shares.heads, atol=1e-5)
     metrics = {metric.label: float(metric.value) for metric in at.metric}
-    assert metrics["The model's logit difference"] == pytest.approx(shares.logit_difference,
-                                                                    abs=1e-4)
+    assert metrics["Logit difference"] == pytest.approx(shares.logit_difference, abs=1e-4)
     assert metrics["Sum of the shares"] == pytest.approx(shares.logit_difference, abs=1e-3)
     bars = next(f for f in figures(at) if f["layout"]["title"]["text"] == "The largest shares")
     assert list(bars["data"][0]["y"])[::-1] == [name for name, _ in shares.largest(6)]
