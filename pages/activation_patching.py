@@ -46,7 +46,10 @@ def predictions_pills(text: str, label: str, choice_key: str, text_key: str, con
 through_app()
 
 st.title("Activation patching")
-st.markdown(
+# The experiment's choices beside the grid they make, so the grid is on a projector's first
+# screen; the attribution estimate follows below, at full width.
+setup, picture = st.columns([1, 2], gap="medium")
+setup.markdown(
     "Run a **corrupted** prompt, put back one piece of the **clean** prompt's run (a layer's "
     "residual stream at one position, one head's output…), and see how much of the clean "
     "answer comes back. The measure is the logit difference logit(answer) − logit(wrong "
@@ -60,65 +63,67 @@ for key, value in DEFAULTS.items():
 try:
     model = cached.loaded(source)
 except NoPrediction as error:
-    st.info(plain(str(error)))
-    st.button("Use the causal decoder", key="patch_use_decoder", on_click=use_decoder)
+    picture.info(plain(str(error)))
+    picture.button("Use the causal decoder", key="patch_use_decoder", on_click=use_decoder)
     st.stop()
 except (ModelLoadError, ValueError) as error:
-    st.error(plain(str(error)))
+    picture.error(plain(str(error)))
     st.stop()
-st.caption(plain(f"Model: {model.label} (from the sidebar). This page reads its own two prompts, "
-                 "not the sidebar's sentence."))
+setup.caption(plain(f"Model: {model.label} (from the sidebar). This page reads its own two "
+                    "prompts, not the sidebar's sentence."))
 
-left, right = st.columns(2)
-clean = left.text_area("Clean prompt", key="patch_clean", height=80, max_chars=MAX_TEXT_CHARS)
-corrupted = right.text_area("Corrupted prompt (as many tokens)", key="patch_corrupted",
-                            height=80, max_chars=MAX_TEXT_CHARS)
+clean = setup.text_area("Clean prompt", key="patch_clean", height=100, max_chars=MAX_TEXT_CHARS)
+corrupted = setup.text_area("Corrupted prompt (as many tokens)", key="patch_corrupted",
+                            height=100, max_chars=MAX_TEXT_CHARS)
 what = "fillers of the mask" if not model.causal else "next tokens"
 predictions_pills(clean, f"Top {what} of the clean prompt (click: answer)", "patch_pick_answer",
-                  "patch_answer", left)
+                  "patch_answer", setup)
 predictions_pills(corrupted, f"Top {what} of the corrupted prompt (click: wrong token)",
-                  "patch_pick_wrong", "patch_wrong", right)
-answer = left.text_input("Answer (one token)", key="patch_answer", max_chars=MAX_TEXT_CHARS)
-wrong = right.text_input("Wrong token (one token)", key="patch_wrong", max_chars=MAX_TEXT_CHARS)
+                  "patch_pick_wrong", "patch_wrong", setup)
+answer = setup.text_input("Answer (one token)", key="patch_answer", max_chars=MAX_TEXT_CHARS)
+wrong = setup.text_input("Wrong token (one token)", key="patch_wrong", max_chars=MAX_TEXT_CHARS)
 try:
     cached.check(source, clean, corrupted, answer, wrong)
 except PromptLengths as error:
-    st.error(plain(str(error)))
-    st.dataframe(tokens_side_by_side(error.clean, error.corrupted), hide_index=True,
-                 key="patch_tokens")
+    picture.error(plain(str(error)))
+    picture.dataframe(tokens_side_by_side(error.clean, error.corrupted), hide_index=True,
+                      key="patch_tokens")
     st.stop()
 except ValueError as error:
-    st.error(plain(str(error)))
+    picture.error(plain(str(error)))
     st.stop()
 
-site = st.selectbox("What to patch", SITES, format_func=SITE_LABELS.get, key="patch_site")
+site = setup.selectbox("What to patch", SITES, format_func=SITE_LABELS.get, key="patch_site")
 layer = None
 if site == HEAD_POSITION:
-    layer = index_slider("Layer", cached.layer_count(source), "patch_layer")
-bar = st.progress(0.0, text="Patching…")
+    layer = index_slider("Layer", cached.layer_count(source), "patch_layer", container=setup)
+bar = picture.progress(0.0, text="Patching…")
 try:
     grid = cached.patching_grid(source, clean, corrupted, answer, wrong, site, layer,
                                 _progress=lambda done, total: bar.progress(
                                     done / total, text=f"Patched {done} of {total} cells…"))
 except ValueError as error:
     bar.empty()
-    st.error(plain(str(error)))
+    picture.error(plain(str(error)))
     st.stop()
 bar.empty()
-first, second, third = st.columns(3)
-first.metric("Clean logit difference", f"{grid.clean_metric:.3f}")
-second.metric("Corrupted logit difference", f"{grid.corrupted_metric:.3f}")
-third.metric("Cells", f"{grid.values.size}", help=f"{grid.forwards} batched forward passes")
 rows = [str(index) for index in range(grid.values.shape[0])]
 columns = list(grid.tokens) if grid.by_position else [str(h) for h in range(grid.values.shape[1])]
 axes = (grid.row_name, grid.column_name)
 title = TITLES[site].format(layer)
-charts.show(patching_map(grid.values, grid.raw, rows, columns, title, axes), key="patch_grid")
-st.caption(plain(f"{grid.difference.answer_text!r} against {grid.difference.wrong_text!r}. "
-                 "Blue cells bring the clean answer back; red cells push it further away. "
-                 "Hover for each cell's exact value and its logit difference."))
-st.download_button("Download the grid as CSV", grid.csv_text(), key="patch_csv",
-                   file_name=f"patching_{site}.csv", mime="text/csv", on_click="ignore")
+charts.show(patching_map(grid.values, grid.raw, rows, columns, title, axes), key="patch_grid",
+            container=picture)
+first, second, third = picture.columns(3)
+DIFFERENCE = "logit(answer) − logit(wrong token) at the last position"
+first.metric("Clean run", f"{grid.clean_metric:.3f}", help=f"The clean prompt's {DIFFERENCE}.")
+second.metric("Corrupted run", f"{grid.corrupted_metric:.3f}",
+              help=f"The corrupted prompt's {DIFFERENCE}.")
+third.metric("Cells", f"{grid.values.size}", help=f"{grid.forwards} batched forward passes")
+picture.caption(plain(f"{grid.difference.answer_text!r} against {grid.difference.wrong_text!r}. "
+                      "Blue cells bring the clean answer back; red cells push it further away. "
+                      "Hover for each cell's exact value and its logit difference."))
+picture.download_button("Download the grid as CSV", grid.csv_text(), key="patch_csv",
+                        file_name=f"patching_{site}.csv", mime="text/csv", on_click="ignore")
 
 st.subheader("Attribution patching beside it")
 st.markdown(

@@ -21,13 +21,16 @@ from viz.head_analysis import layer_head_map
 from viz.heatmap import matrix_heatmap
 from viz.labels import display_tokens, numbered_labels, safe_token, tick_labels
 
-GRID_ROW_PX = 22  # a grid's row height, until the grid reaches GRID_MAX_PX
+# one row of a grid or one bar of a horizontal bar chart: room for its label at presenter
+# mode's size, which would otherwise overlap the next (a grid's rows) or go unnamed (every
+# other bar)
+BAR_PX = math.ceil(style.label_pitch(style.PRESENTER_FONT_PX)) + 4
+GRID_ROW_PX = BAR_PX  # a grid's row height, until the grid reaches GRID_MAX_PX
 GRID_MIN_PX = 300
 GRID_MAX_PX = 560  # the height a 1280 x 720 screen shows under a heading
-GRID_TOP_PX = 110  # room for the title and the column labels along the top
-# one bar of a horizontal bar chart: room for its label at presenter mode's size, which would
-# otherwise leave every other bar unnamed
-BAR_PX = math.ceil(style.label_pitch(style.PRESENTER_FONT_PX)) + 4
+# room for the title, the column axis's title and its slanted labels along the top, at
+# presenter size (at 110 px a grid of 9 heads had 14 px a row and its labels overlapped)
+GRID_TOP_PX = 200
 BAR_AXIS_PX = 90  # under the bars: the tick labels and the axis title, at presenter size
 BAR_MIN_PX = 260
 SCATTER_PX = 420

@@ -18,6 +18,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 ROUNDS = 8  # a freed block and a new one of its size, this many times on each side
+# A block faulted in anew: at least a 16th of its 4 kB pages. On 4 kB pages that is each of its
+# 4,096 pages; with torch's huge pages (models/threads.py, on in the tests as in the app) the
+# kernel faults its 2 MB-aligned part in 2 MB at a time and the rest page by page (about 520
+# faults here). A reused block faults in less than a 100th.
+ANEW = 16
 
 BLOCKS = """
 import ctypes, json, resource, torch
@@ -62,11 +67,11 @@ def test_a_freed_block_is_reused_within_a_job_and_handed_back_outside_it():
     faults, _ = in_a_fresh_interpreter(MEASURE)
     pages = faults["pages"]
     # before a job every new block is mapped and faulted in page by page, every time
-    assert all(count > pages // 2 for count in faults["before"]), faults
+    assert all(count > pages // ANEW for count in faults["before"]), faults
     # inside, once the heap holds the block, the next ones reuse its pages
     assert all(count < pages // 100 for count in faults["inside"][-3:]), faults
     # the job's end handed the pages back: the first block after it is faulted in anew
-    assert faults["after"][0] > pages // 2, faults
+    assert faults["after"][0] > pages // ANEW, faults
 
 
 SLACK = BLOCKS + f"""
@@ -109,4 +114,4 @@ def test_between_batches_the_heap_keeps_a_bounded_slack_and_hands_back_the_rest(
     # within the slack nothing is handed back: the next batch's block faults nothing in
     assert found["kept"] is False and found["after_kept"] < pages // 100, found
     # beyond it the free pages go back to the system and the next block faults in anew
-    assert found["handed"] is True and found["after_handed"] > pages // 2, found
+    assert found["handed"] is True and found["after_handed"] > pages // ANEW, found

@@ -62,9 +62,8 @@ def test_the_patching_page_draws_the_engines_grid_and_its_estimate(decoder_runne
     grid = patching.patching_grid(decoder_runner, pair, difference, patching.HEAD)
     np.testing.assert_allclose(z_of(at, "Each head's output"), grid.values, atol=1e-4)
     metrics = {metric.label: float(metric.value) for metric in at.metric}
-    assert metrics["Clean logit difference"] == pytest.approx(grid.clean_metric, abs=1e-3)
-    assert metrics["Corrupted logit difference"] == pytest.approx(grid.corrupted_metric,
-                                                                  abs=1e-3)
+    assert metrics["Clean run"] == pytest.approx(grid.clean_metric, abs=1e-3)
+    assert metrics["Corrupted run"] == pytest.approx(grid.corrupted_metric, abs=1e-3)
     estimate = attribution.attribution_patching(decoder_runner, pair, difference).heads
     np.testing.assert_allclose(z_of(at, "Attribution estimate"), estimate, atol=1e-4)
     correlation = attribution.agreement(grid.values, estimate, 1).correlation
