@@ -14,11 +14,14 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     # pytest -n: the workers share the cores, so each (and each app it serves) computes on one
     # thread; two threads per worker would busy-wait on each other (issue 27's collapse).
     os.environ["OMP_NUM_THREADS"] = "1"
-# torch's large buffers on huge pages in the test processes too, as in the app and the command
-# line (models/threads.py; torch reads it at its first allocation, so before it loads)
-os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
 import pytest  # noqa: E402
+
+from models.threads import HUGE_PAGES_VARIABLE  # noqa: E402 (light: loads no torch)
+
+# torch's large buffers on huge pages in the test processes too, as in the app and the command
+# line (models/threads.py; torch reads it at its first allocation, so before it loads)
+os.environ.setdefault(HUGE_PAGES_VARIABLE, "1")
 
 from models.loading.pretrained import DEFAULT_MODEL, LoadedModel, load_pretrained  # noqa: E402
 

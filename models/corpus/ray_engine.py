@@ -25,6 +25,7 @@ from models.corpus.batch_pass import BatchSetup, measure_batch
 from models.corpus.blocks import BlockWriter
 from models.corpus.plan import PlannedBatch, planned_batches
 from models.limits import CORPUS_RAY_CHUNK_PASSAGES
+from models.threads import HUGE_PAGES_VARIABLE, WAIT_POLICY_VARIABLE
 
 RAY_PIN = "ray[data]==2.60.0"
 RAY_MISSING = (f"Ray is not installed here: install it with pip install '{RAY_PIN}' (or run "
@@ -33,7 +34,7 @@ CONNECT_SECONDS = 5  # how long a cluster's address has to answer
 GCS_PORT, CLIENT_PORT = 6379, 10001  # Ray's default ports: `ray start --head`, ray://
 LOCAL_ACTORS = 2
 PASSED_ENVIRONMENT = ("ATTENTION_EXPLORER_CACHE", "HF_HUB_OFFLINE", "HF_HOME",
-                      "TOKENIZERS_PARALLELISM", "OMP_WAIT_POLICY", "THP_MEM_ALLOC_ENABLE")
+                      "TOKENIZERS_PARALLELISM", WAIT_POLICY_VARIABLE, HUGE_PAGES_VARIABLE)
 PROJECT = Path(__file__).resolve().parents[2]
 
 

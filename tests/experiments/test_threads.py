@@ -101,7 +101,8 @@ HUGE_PAGE_ADVICE = (
     "        inside = start <= address < stop\n"
     "    elif inside and head == 'VmFlags:':\n"
     "        flags = line.split()[1:]\n"
-    "print(json.dumps({'advised': flags is not None and 'hg' in flags, 'found': flags is not None}))")
+    "print(json.dumps({'advised': flags is not None and 'hg' in flags,\n"
+    "                  'found': flags is not None}))")
 
 
 def test_torchs_large_buffers_are_advised_onto_huge_pages_unless_the_operator_says_no():
