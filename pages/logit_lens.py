@@ -17,7 +17,9 @@ COLOUR_LABELS = {FINAL: "the token the model finally predicts there",
 through_app()
 
 st.title("Logit lens")
-st.markdown(
+# The choices beside the map, so the map is on a projector's first screen.
+setup, picture = st.columns([1, 2], gap="medium")
+setup.markdown(
     "Each layer's residual stream is read by the model's own final norm and unembedding, as if "
     "the model stopped there (nostalgebraist 2020). Each cell shows that layer's most probable "
     "token at that position: the answer often appears in the middle layers already, and the "
@@ -27,28 +29,27 @@ given = sidebar_input()
 try:
     model = cached.loaded(given.source)
 except NoPrediction as error:
-    st.info(plain(str(error)))
-    st.button("Use the causal decoder", key="lens_use_decoder", on_click=use_decoder)
+    picture.info(plain(str(error)))
+    picture.button("Use the causal decoder", key="lens_use_decoder", on_click=use_decoder)
     st.stop()
 except (ModelLoadError, ValueError) as error:
-    st.error(plain(str(error)))
+    picture.error(plain(str(error)))
     st.stop()
 if not given.text.strip():
-    st.info("Type a prompt in the sidebar to read it layer by layer.")
+    picture.info("Type a prompt in the sidebar to read it layer by layer.")
     st.stop()
-left, right = st.columns(2)
-token = left.text_input("Token to follow (empty: the model's own prediction)", key="lens_token",
+token = setup.text_input("Token to follow (empty: the model's own prediction)", key="lens_token",
                         max_chars=MAX_TEXT_CHARS)
-colour = right.radio("Colour each cell by the probability of", (FINAL, CHOSEN),
+colour = setup.radio("Colour each cell by the probability of", (FINAL, CHOSEN),
                      format_func=COLOUR_LABELS.get, key="lens_colour")
 try:
     lens = cached.lens(given.source, given.text, token.strip() and token)
 except ValueError as error:
-    st.error(plain(str(error)))
+    picture.error(plain(str(error)))
     st.stop()
 where = ("the last token, which predicts the next one" if model.causal
          else "the mask token, which predicts the hidden word")
-st.caption(plain(f"{len(lens.tokens)} tokens · {model.label} (the sidebar's sentence and model). "
+setup.caption(plain(f"{len(lens.tokens)} tokens · {model.label} (the sidebar's sentence and model). "
                  f"The token to follow, {lens.chosen_text!r}, is read at position "
                  f"{lens.position}, {where}."))
 texts = lens.text_grid()
@@ -56,7 +57,7 @@ shown = lens.final_probability if colour == FINAL else lens.chosen_probability
 title = ("Each layer's top token; colour: P(the final prediction)" if colour == FINAL
          else f"Each layer's top token; colour: P({lens.chosen_text!r})")
 charts.show(lens_map(shown, texts, lens.top_probabilities, lens.rows, lens.tokens, title,
-                     "probability"), key="lens_map")
+                     "probability"), key="lens_map", container=picture)
 charts.show(rank_figure(lens.chosen_rank[:, lens.position],
                         lens.chosen_probability[:, lens.position], lens.rows, lens.chosen_text),
             key="lens_rank")

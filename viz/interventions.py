@@ -180,6 +180,7 @@ def rank_figure(ranks: np.ndarray, probabilities: np.ndarray, rows: Sequence[str
                 token: str) -> go.Figure:
     """The rank of one token by layer (1 = the layer's top prediction), on a log scale."""
     ranks = np.asarray(ranks, dtype=float)
+    ticks = rank_ticks(int(ranks.max(initial=1)))
     figure = go.Figure(go.Scatter(
         x=list(rows), y=ranks, mode="lines+markers", marker=dict(color=style.MEASURED_COLOR),
         customdata=np.asarray(probabilities, dtype=float),
@@ -189,8 +190,21 @@ def rank_figure(ranks: np.ndarray, probabilities: np.ndarray, rows: Sequence[str
         title=dict(text=f"Rank of {safe_token(repr(token))} by layer"), font=style.FONT,
         height=style.LINE_PLOT_HEIGHT, margin=style.MARGIN, plot_bgcolor="white",
         xaxis=dict(title="layer", tickangle=style.KEY_LABEL_ANGLE),
-        yaxis=dict(title="rank (1 = top)", type="log", autorange="reversed"))
+        yaxis=dict(title="rank (1 = top)", type="log", autorange="reversed",
+                   tickvals=ticks, ticktext=[f"{tick:,}" for tick in ticks]))
     return figure
+
+
+def rank_ticks(largest: int) -> list[int]:
+    """Ranks to label on a log axis from 1 to `largest`, the last one at or above it: 1, 2, 5,
+    10, 20, ... over at most two decades, only the powers of ten beyond (Plotly's own log ticks
+    label every digit of a short range, 6 to 9 overlapping at presenter size)."""
+    steps = (1, 2, 5) if largest <= 100 else (1,)
+    ticks, power = [], 1
+    while not ticks or ticks[-1] < largest:
+        ticks.extend(step * power for step in steps)
+        power *= 10
+    return ticks[:next(index for index, tick in enumerate(ticks) if tick >= largest) + 1]
 
 
 def lens_table(top_texts: Sequence[Sequence[Sequence[str]]], top_probabilities: np.ndarray,

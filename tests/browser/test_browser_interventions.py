@@ -1,9 +1,10 @@
 """The three pages of causal interventions draw in Chromium on their chapter examples: the
 embedded MiniLM has no LM head, so each page says so and offers the causal decoder; one click
 and the page draws its figures (patching and attribution on the indirect-object example). In
-presenter mode on a 1280 x 720 screen, the attribution's map of the heads and the patching grid
-are wholly on the first screen (the choices beside them, every token pill in view), no text of
-their figures overlaps another's, and the attribution's bar chart names every bar."""
+presenter mode on a 1280 x 720 screen, the attribution's map of the heads, the patching grid and
+the logit lens's map are wholly on the first screen (the choices beside them, every token pill
+in view), no text of their figures overlaps another's (the lens's rank axis once labelled 6 to 9
+on top of each other), and the attribution's bar chart names every bar."""
 
 from __future__ import annotations
 
@@ -42,11 +43,12 @@ def test_the_page_draws_its_figures_on_the_decoder(app_url, page, path, heading,
 # overlapped their labels).
 BESIDE = [("logit_attribution", "Direct logit attribution", "dla_heads", ""),
           ("activation_patching", "Activation patching", "patch_grid", ""),
-          ("activation_patching", "Activation patching", "patch_grid", "&site=head_position")]
+          ("activation_patching", "Activation patching", "patch_grid", "&site=head_position"),
+          ("logit_lens", "Logit lens", "lens_map", "")]
 
 
 @pytest.mark.parametrize(("path", "heading", "key", "more"), BESIDE,
-                         ids=["attribution", "patching", "patching-heads-of-a-layer"])
+                         ids=["attribution", "patching", "patching-heads-of-a-layer", "lens"])
 def test_the_page_opens_on_its_map_in_presenter_mode(app_url, page, path, heading, key, more):
     page.set_viewport_size(VIEWPORT)
     open_presenting(page, app_url, f"{path}?model=decoder{more}", heading, figures=2)

@@ -4,10 +4,11 @@ cell shows and says on hover, the order of bars and rows."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from viz.interventions import (cell_labels, contribution_bars, disagreement_table,
                                estimate_scatter, lens_map, lens_table, patching_map, rank_figure,
-                               shares_map, tokens_side_by_side)
+                               rank_ticks, shares_map, tokens_side_by_side)
 
 TOKENS = ("When", "ĠMary", "Ġand", "ĠMary")
 
@@ -69,11 +70,21 @@ def test_the_lens_map_writes_each_cells_top_token_and_hovers_the_list():
     assert table.loc["layer 0", "#0 The"] == "' Paris' 0.90"
 
 
+@pytest.mark.parametrize(("largest", "ticks"), [
+    (1, [1]), (4, [1, 2, 5]), (10, [1, 2, 5, 10]), (15, [1, 2, 5, 10, 20]),
+    (100, [1, 2, 5, 10, 20, 50, 100]), (101, [1, 10, 100, 1000]),
+    (49_152, [1, 10, 100, 1000, 10_000, 100_000])])
+def test_a_rank_axis_labels_few_ticks_the_last_at_or_above_the_largest(largest, ticks):
+    assert rank_ticks(largest) == ticks
+
+
 def test_the_rank_by_layer_and_the_shares():
     rank = rank_figure(np.array([500, 20, 1]), np.array([0.0, 0.1, 0.8]),
                        ("embeddings", "layer 0", "layer 1"), " Paris")
     assert list(rank.data[0].y) == [500, 20, 1] and rank.layout.yaxis.type == "log"
     assert rank.layout.yaxis.autorange == "reversed"
+    assert list(rank.layout.yaxis.tickvals) == [1, 10, 100, 1000]  # 500: powers of ten
+    assert list(rank.layout.yaxis.ticktext) == ["1", "10", "100", "1,000"]
     bars = contribution_bars((("L3H1", 2.0), ("MLP 2", -1.5), ("embeddings", 0.5)), "Shares")
     assert list(bars.data[0].y) == ["embeddings", "MLP 2", "L3H1"]  # the largest on top
     assert list(bars.data[0].marker.color) == ["#2166ac", "#b2182b", "#2166ac"]
