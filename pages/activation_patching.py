@@ -17,14 +17,26 @@ from ui.token_choice import token_pills
 from viz.interventions import (cell_labels, disagreement_table, estimate_scatter, patching_map,
                                tokens_side_by_side)
 
+# Short enough for the third-width column a projector shows (a select box cannot wrap its value);
+# what each one patches, with its grid's rows and columns, is in SITE_HELP.
 SITE_LABELS = {
-    RESID_PRE: "Residual stream before each layer (layer × position)",
-    ATTN_OUT: "Attention output (layer × position)",
-    MLP_OUT: "MLP output (layer × position)",
-    HEAD: "Each head's output, all positions (layer × head)",
-    HEAD_POSITION: "Each head of one layer, by position (head × position)",
-    HEAD_PATTERN: "Each head's attention pattern only (layer × head)",
-    HEAD_VALUES: "Each head's values only (layer × head)",
+    RESID_PRE: "Residual stream",
+    ATTN_OUT: "Attention outputs",
+    MLP_OUT: "MLP outputs",
+    HEAD: "Heads' outputs",
+    HEAD_POSITION: "One layer's heads",
+    HEAD_PATTERN: "Heads' patterns only",
+    HEAD_VALUES: "Heads' values only",
+}
+SITE_HELP = {
+    RESID_PRE: "the residual stream before each layer, at each position (layer × position)",
+    ATTN_OUT: "each layer's attention output, at each position (layer × position)",
+    MLP_OUT: "each layer's MLP output, at each position (layer × position)",
+    HEAD: "each head's output at every position at once (layer × head)",
+    HEAD_POSITION: "each head of the chosen layer, at each position (head × position)",
+    HEAD_PATTERN: "each head's attention pattern, its values kept from the corrupted run "
+                  "(layer × head)",
+    HEAD_VALUES: "each head's values, its pattern kept from the corrupted run (layer × head)",
 }
 TITLES = {RESID_PRE: "Residual stream before each layer", ATTN_OUT: "Attention output",
           MLP_OUT: "MLP output", HEAD: "Each head's output", HEAD_POSITION: "Heads of layer {}",
@@ -93,7 +105,10 @@ except ValueError as error:
     picture.error(plain(str(error)))
     st.stop()
 
-site = setup.selectbox("What to patch", SITES, format_func=SITE_LABELS.get, key="patch_site")
+site = setup.selectbox("What to patch", SITES, format_func=SITE_LABELS.get, key="patch_site",
+                       help="\n".join(f"- **{SITE_LABELS[name]}**: {SITE_HELP[name]}"
+                                      for name in SITES))
+setup.caption(f"Patched: {SITE_HELP[site]}.")
 layer = None
 if site == HEAD_POSITION:
     layer = index_slider("Layer", cached.layer_count(source), "patch_layer", container=setup)

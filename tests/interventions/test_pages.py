@@ -82,6 +82,10 @@ def test_the_heads_by_position_grid_reads_its_layer_from_the_slider(decoder_runn
     assert not at.error
     assert at.slider(key="patch_layer").value == 20
     assert z_of(at, "Heads of layer 20").shape == (9, 5)
+    # the short choice in the select box, what it patches spelled out beneath
+    assert at.selectbox(key="patch_site").format_func("head_position") == "One layer's heads"
+    assert "Patched: each head of the chosen layer, at each position (head × position)." in [
+        caption.value for caption in at.caption]
 
 
 def test_what_a_user_types_wrong_is_one_sentence_on_the_patching_page():
