@@ -17,7 +17,9 @@ OPEN_BUTTONS = 3
 through_app()
 
 st.title("Head detectors")
-st.markdown(
+# The detector's choices beside its map, so the map is on a projector's first screen.
+setup, picture = st.columns([1, 2], gap="medium")
+setup.markdown(
     "Some heads do one simple job on almost any input: look at the previous token, look back "
     "at an earlier copy of the same token, continue a pattern seen before (induction heads, "
     "Olsson et al. 2022), or park their attention on the first token or [SEP]. A detector "
@@ -28,37 +30,37 @@ given = sidebar_input()
 attention = inputs.current(token_options=False)
 if attention is not None:
     if given.merge_words or given.hide_special:
-        st.caption("Detectors read the model's own tokens, so the sidebar's token options do "
-                   "not apply here.")
-    name = st.radio("Detector", [d.name for d in DETECTORS], key="detectors_kind",
-                    horizontal=True)
+        setup.caption("Detectors read the model's own tokens, so the sidebar's token options do "
+                      "not apply here.")
+    name = setup.radio("Detector", [d.name for d in DETECTORS], key="detectors_kind",
+                       horizontal=True)
     detector = DETECTORS_BY_NAME[name]
-    st.markdown(f"**Definition.** {detector.definition}")
+    setup.markdown(f"**Definition.** {detector.definition}")
     try:
         if detector.on_repeated_tokens:
-            left, right = st.columns(2)
-            count = left.slider("Random tokens in one copy", 5, 50, DEFAULT_REPEAT_LENGTH,
-                                key="detectors_length")
-            seed = right.number_input("Seed", 0, 2**31 - 1, DEFAULT_SEED, key="detectors_seed")
+            count = setup.slider("Random tokens in one copy", 5, 50, DEFAULT_REPEAT_LENGTH,
+                                 key="detectors_length")
+            seed = setup.number_input("Seed", 0, 2**31 - 1, DEFAULT_SEED, key="detectors_seed")
             measured = analysis_cache.repeated_tokens(given.source, count, int(seed))
-            st.caption(plain(f"Measured on {count} tokens drawn at random (seed {seed}) from "
-                             f"the model's vocabulary and repeated twice: "
-                             f"{' '.join(display_tokens(measured.tokens))}"))
+            setup.caption(plain(f"Measured on {count} tokens drawn at random (seed {seed}) from "
+                                f"the model's vocabulary and repeated twice: "
+                                f"{' '.join(display_tokens(measured.tokens))}"))
             scores = detector.score(measured)
         else:
-            st.caption(f"Measured on the sidebar's text ({inputs.caption(attention)}; word "
-                       "pieces and special tokens as the model reads them).")
+            setup.caption(f"Measured on the sidebar's text ({inputs.caption(attention)}; word "
+                          "pieces and special tokens as the model reads them).")
             scores = attention.summary().detector_scores(name)
     except NotMeasurable as error:
-        st.info(plain(str(error)))
+        picture.info(plain(str(error)))
         st.stop()
     table = ranked_heads(scores)
-    st.markdown(f"Strongest {name} heads: " + ", ".join(
+    charts.show(layer_head_map(scores, f"{name} score of every layer and head", "score"),
+                key="detectors_map", container=picture)
+    setup.markdown(f"Strongest {name} heads: " + ", ".join(
         f"layer {row.layer} · head {row.head} ({row.score:.2f})"
         for row in table.head(TOP_HEADS).itertuples()))
     open_head_buttons([(int(row.layer), int(row.head), f"score {row.score:.3f}")
-                       for row in table.head(OPEN_BUTTONS).itertuples()], "detectors_open")
+                       for row in table.head(OPEN_BUTTONS).itertuples()], "detectors_open",
+                      container=setup)
     if detector.on_repeated_tokens:
-        st.caption("The maps page shows the sidebar's sentence, not the random tokens.")
-    charts.show(layer_head_map(scores, f"{name} score of every layer and head", "score"),
-                key="detectors_map")
+        setup.caption("The maps page shows the sidebar's sentence, not the random tokens.")

@@ -185,9 +185,10 @@ def _request_open(layer: int, head: int) -> None:
     st.session_state[OPEN_REQUEST] = True
 
 
-def open_head_buttons(heads: list[tuple[int, int, str]], key: str) -> None:
+def open_head_buttons(heads: list[tuple[int, int, str]], key: str, container=None) -> None:
     """One button per (layer, head, note): a click opens that head on the attention-maps page
-    (the sidebar's input goes with it, read the same way).
+    (the sidebar's input goes with it, read the same way). Side by side across the page, or one
+    under another in `container` (a narrow column).
 
     The switch carries the whole view as a link (ui.links): st.switch_page starts the new page
     without the browser's widget values, so the sidebar's input travels in the link.
@@ -196,7 +197,8 @@ def open_head_buttons(heads: list[tuple[int, int, str]], key: str) -> None:
         st.switch_page(MAPS_PAGE, query_params={
             **shared_params(), "layer": str(st.session_state["maps_layer"]),
             "head": str(st.session_state["maps_head"])})
-    columns = st.columns(len(heads)) if heads else []
+    columns = ([container] * len(heads) if container is not None
+               else st.columns(len(heads)) if heads else [])
     for column, (layer, head, note) in zip(columns, heads):
         column.button(f"Open layer {layer} · head {head}", key=f"{key}_{layer}_{head}",
                       help=note or None, on_click=_request_open, args=(layer, head))
