@@ -2,6 +2,7 @@ import streamlit as st
 
 from ui import attention as inputs
 from ui import views
+from ui.charts import presentation
 from ui.downloads import head_figure_downloads
 from ui.routing import through_app
 from ui.start import lessons_and_decks
@@ -10,7 +11,11 @@ from ui.state import index_slider
 through_app()
 
 st.title("Attention maps")
-lessons_and_decks()
+# The way into lessons and decks comes first, except in presenter mode: there the map is the
+# projector's first screen, and the section follows it.
+presenting = presentation().presenter
+if not presenting:
+    lessons_and_decks()
 attention = inputs.current()
 if attention is not None:
     controls, picture = st.columns([1, 2], gap="medium")  # the controls beside the map
@@ -45,4 +50,7 @@ if attention is not None:
         views.head_map(attention, layer, head, "maps", picture)
     views.head_exports(attention, layer, head, "maps_export")
     head_figure_downloads(attention, layer, head, "maps_figure")
+if presenting:
+    lessons_and_decks()
+if attention is not None:
     views.layer_grid(attention, layer, "maps")

@@ -56,10 +56,13 @@ FORMULA_SCRIPT = """<script>
 
 # Pills and segmented controls wider than their column wrap onto another line: Streamlit scrolls
 # them sideways, which hides choices (two of a narrow column's six token pills) from a projector.
+# So do the labels Streamlit cuts with "…" (a toggle's, in a column beside a figure).
 ACCESSIBLE_CSS = f"""<style>
 .st-key-{SCRIPT_KEY} {{ display: none; }}
 .stApp .katex-display:focus-visible {{ outline: 2px solid currentColor; outline-offset: 2px; }}
 .stApp [data-testid="stButtonGroup"] div:has(> button) {{ flex-wrap: wrap; row-gap: 0.4rem; }}
+.stApp .stMarkdownEllipsis, .stApp .stMarkdownEllipsis * {{ white-space: normal; overflow: visible;
+  text-overflow: clip; }}
 </style>"""
 
 

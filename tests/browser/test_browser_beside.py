@@ -1,8 +1,8 @@
 """Pages whose choices sit in a column beside their main figure open on that figure: in presenter
 mode on a 1280 x 720 screen it is wholly on the first screen, before any scrolling (the choices
-beside it, every token pill in view), no text of the page's figures overlaps another's (the logit
-lens's rank axis once labelled 6 to 9 on top of each other), and the attribution's bar chart
-names every bar."""
+beside it, every token pill in view, no label cut short), no text of the page's figures overlaps
+another's (the logit lens's rank axis once labelled 6 to 9 on top of each other), and the
+attribution's bar chart names every bar."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from tests.browser.test_browser import assert_clean, page  # noqa: F401 (fixture
 # The pages (on the causal decoder, with the link's other settings), their heading, their main
 # figure's chart key and how many figures they draw; a grid of one layer's 9 heads is the
 # shortest (its rows once overlapped their labels).
-BESIDE = [("logit_attribution", "Direct logit attribution", "dla_heads", "", 2),
+BESIDE = [("", "Attention maps", "maps_heatmap", "", 2),
+          ("logit_attribution", "Direct logit attribution", "dla_heads", "", 2),
           ("activation_patching", "Activation patching", "patch_grid", "", 2),
           ("activation_patching", "Activation patching", "patch_grid", "&site=head_position", 2),
           ("logit_lens", "Logit lens", "lens_map", "", 2),
@@ -22,8 +23,8 @@ BESIDE = [("logit_attribution", "Direct logit attribution", "dla_heads", "", 2),
 
 
 @pytest.mark.parametrize(("path", "heading", "key", "more", "figures"), BESIDE,
-                         ids=["attribution", "patching", "patching-heads-of-a-layer", "lens",
-                              "detectors"])
+                         ids=["maps", "attribution", "patching", "patching-heads-of-a-layer",
+                              "lens", "detectors"])
 def test_the_page_opens_on_its_map_in_presenter_mode(app_url, page, path, heading, key, more,
                                                      figures):
     page.set_viewport_size(VIEWPORT)
@@ -35,6 +36,10 @@ def test_the_page_opens_on_its_map_in_presenter_mode(app_url, page, path, headin
         assert pills.evaluate("group => [...group.querySelectorAll('button')].every(button => "
                               "button.getBoundingClientRect().right <= "
                               "group.getBoundingClientRect().right + 1)"), pills.inner_text()
+    cut = page.evaluate("""() => [...document.querySelectorAll('.stMain *')].filter(element =>
+        getComputedStyle(element).textOverflow === 'ellipsis'
+        && element.scrollWidth > element.clientWidth + 1).map(element => element.textContent)""")
+    assert cut == [], cut  # no label cut short with "…" in the narrow column
     if path == "logit_attribution":  # its bar chart names every bar at presenter size
         chart = page.locator(".st-key-dla_bars .js-plotly-plot")
         bars = chart.evaluate("plot => plot.data[0].y.length")

@@ -82,3 +82,18 @@ def test_links_keep_presenter_mode():
     queries = [query for page, query in start_links(at).values() if page in ("lessons", "deck")]
     assert len(queries) == len(LESSONS) + len(DECK_FILES)
     assert all(query.get("present") == "true" for query in queries)
+
+
+def test_presenter_mode_opens_on_the_map_and_puts_the_section_after_it():
+    """In presenter mode the map is a projector's first screen: the section follows the head's
+    map and its downloads (otherwise it comes first, under the title)."""
+    def order(at: AppTest) -> list[str]:
+        return [getattr(child, "label", None) or child.type for child in at.main.children.values()]
+
+    start_here = f"Start here: {len(LESSONS)} guided lessons and {len(DECK_FILES)} slide decks, " \
+                 "one per chapter"
+    plain, presenting = order(run_page()), order(run_page(state={PRESENTER: True}))
+    assert plain.index(start_here) == plain.index("title") + 1
+    assert presenting.index(start_here) > presenting.index("Download this figure: HTML, SVG, "
+                                                           "PDF, PNG")
+    assert presenting.index(start_here) < presenting.index("plotly_chart")  # the layer's grid
