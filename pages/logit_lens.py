@@ -39,7 +39,7 @@ if not given.text.strip():
     picture.info("Type a prompt in the sidebar to read it layer by layer.")
     st.stop()
 token = setup.text_input("Token to follow (empty: the model's own prediction)", key="lens_token",
-                        max_chars=MAX_TEXT_CHARS)
+                         max_chars=MAX_TEXT_CHARS)
 colour = setup.radio("Colour each cell by the probability of", (FINAL, CHOSEN),
                      format_func=COLOUR_LABELS.get, key="lens_colour")
 try:
@@ -49,9 +49,9 @@ except ValueError as error:
     st.stop()
 where = ("the last token, which predicts the next one" if model.causal
          else "the mask token, which predicts the hidden word")
-setup.caption(plain(f"{len(lens.tokens)} tokens · {model.label} (the sidebar's sentence and model). "
-                 f"The token to follow, {lens.chosen_text!r}, is read at position "
-                 f"{lens.position}, {where}."))
+setup.caption(plain(f"{len(lens.tokens)} tokens · {model.label} (the sidebar's sentence and "
+                    f"model). The token to follow, {lens.chosen_text!r}, is read at position "
+                    f"{lens.position}, {where}."))
 texts = lens.text_grid()
 shown = lens.final_probability if colour == FINAL else lens.chosen_probability
 title = ("Each layer's top token; colour: P(the final prediction)" if colour == FINAL

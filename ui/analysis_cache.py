@@ -197,8 +197,10 @@ def open_head_buttons(heads: list[tuple[int, int, str]], key: str, container=Non
         st.switch_page(MAPS_PAGE, query_params={
             **shared_params(), "layer": str(st.session_state["maps_layer"]),
             "head": str(st.session_state["maps_head"])})
-    columns = ([container] * len(heads) if container is not None
-               else st.columns(len(heads)) if heads else [])
+    if container is not None:
+        columns = [container] * len(heads)
+    else:
+        columns = st.columns(len(heads)) if heads else []
     for column, (layer, head, note) in zip(columns, heads):
         column.button(f"Open layer {layer} · head {head}", key=f"{key}_{layer}_{head}",
                       help=note or None, on_click=_request_open, args=(layer, head))
