@@ -13,12 +13,14 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from viz import style
-from viz.heatmap import matrix_heatmap
+from viz.heatmap import fit_rows, matrix_heatmap
 
 
 def layer_head_map(scores: np.ndarray, title: str, colorbar_title: str, *,
                    zmin: float = 0.0, zmax: float = 1.0, diverging: bool = False) -> go.Figure:
-    """A layer x head map of (L, H) scores; `diverging` centres a red-blue scale on 0."""
+    """A layer x head map of (L, H) scores; `diverging` centres a red-blue scale on 0. Its cells
+    fill the page's width (a 30 x 9 map of square cells was a narrow strip whose head labels
+    overlapped)."""
     scores = np.asarray(scores, dtype=float)
     layers, heads = scores.shape
     figure = matrix_heatmap(
@@ -28,7 +30,7 @@ def layer_head_map(scores: np.ndarray, title: str, colorbar_title: str, *,
     )
     if diverging:
         figure.update_traces(colorscale=style.DIVERGING_COLORSCALE, zmid=0.0)
-    return figure
+    return fit_rows(figure, layers)
 
 
 def ranked_heads(scores: np.ndarray, value_name: str = "score") -> pd.DataFrame:

@@ -123,6 +123,16 @@ def matrix_heatmap(
     return figure
 
 
+def fit_rows(figure: go.Figure, rows: int) -> go.Figure:
+    """Rectangular cells for a map whose cells need not be square: the width the page gives,
+    a height that grows with the rows (style.ROW_PX each, within ROWS_MIN_PX..ROWS_MAX_PX)."""
+    height = style.ROWS_TOP_PX + style.ROW_PX * rows
+    figure.update_layout(height=int(min(style.ROWS_MAX_PX, max(style.ROWS_MIN_PX, height))),
+                         width=None)
+    figure.update_yaxes(scaleanchor=None)
+    return figure
+
+
 def attention_heatmap(record: AttentionRecord, layer: int, head: int) -> go.Figure:
     """One head's attention: colour bar fixed to [0, 1]; queries down, the record's keys across
     (for cross-attention: the target's tokens down, the source's across)."""

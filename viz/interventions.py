@@ -9,7 +9,6 @@ values on hover.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -18,19 +17,10 @@ import plotly.graph_objects as go
 
 from viz import style
 from viz.head_analysis import layer_head_map
-from viz.heatmap import matrix_heatmap
+from viz.heatmap import fit_rows, matrix_heatmap
 from viz.labels import display_tokens, numbered_labels, safe_token, tick_labels
 
-# one row of a grid or one bar of a horizontal bar chart: room for its label at presenter
-# mode's size, which would otherwise overlap the next (a grid's rows) or go unnamed (every
-# other bar)
-BAR_PX = math.ceil(style.label_pitch(style.PRESENTER_FONT_PX)) + 4
-GRID_ROW_PX = BAR_PX  # a grid's row height, until the grid reaches GRID_MAX_PX
-GRID_MIN_PX = 300
-GRID_MAX_PX = 560  # the height a 1280 x 720 screen shows under a heading
-# room for the title, the column axis's title and its slanted labels along the top, at
-# presenter size (at 110 px a grid of 9 heads had 14 px a row and its labels overlapped)
-GRID_TOP_PX = 200
+BAR_PX = style.ROW_PX  # one bar of a horizontal bar chart: room for its label
 BAR_AXIS_PX = 90  # under the bars: the tick labels and the axis title, at presenter size
 BAR_MIN_PX = 260
 SCATTER_PX = 420
@@ -44,14 +34,6 @@ DECIMALS = 4
 def _limit(values: np.ndarray, at_least: float) -> float:
     finite = np.abs(values[np.isfinite(values)])
     return max(float(finite.max()) if finite.size else 0.0, at_least, style.MIN_COLOR_RANGE)
-
-
-def _fit_rows(figure: go.Figure, rows: int) -> go.Figure:
-    """Rectangular cells: the width the page gives, a height that grows with the rows."""
-    height = int(min(GRID_MAX_PX, max(GRID_MIN_PX, GRID_TOP_PX + GRID_ROW_PX * rows)))
-    figure.update_layout(height=height, width=None)
-    figure.update_yaxes(scaleanchor=None)
-    return figure
 
 
 def _hover_labels(labels: Sequence[str], title: str) -> list[str]:
@@ -79,7 +61,7 @@ def patching_map(values: np.ndarray, raw: np.ndarray, rows: Sequence[str],
         hovertemplate=(f"{axis_titles[0]}: %{{customdata[0]}}<br>{axis_titles[1]}: "
                        f"%{{customdata[1]}}<br>restored: %{{z:.{DECIMALS}f}}<br>logit "
                        "difference: %{customdata[2]}<extra></extra>"))
-    return _fit_rows(figure, len(rows))
+    return fit_rows(figure, len(rows))
 
 
 def estimate_scatter(exact: np.ndarray, estimate: np.ndarray, labels: Sequence[str],
@@ -167,7 +149,7 @@ def lens_map(probabilities: np.ndarray, top_texts: Sequence[Sequence[Sequence[st
         texttemplate="%{text}", textfont=dict(size=LENS_TEXT_PX), customdata=hover,
         hovertemplate=(f"%{{customdata[0]}} · %{{customdata[1]}}<br>{colorbar_title}: "
                        f"%{{z:.{DECIMALS}f}}<br>top tokens:<br>%{{customdata[2]}}<extra></extra>"))
-    return _fit_rows(figure, len(rows))
+    return fit_rows(figure, len(rows))
 
 
 def _top_tokens_hover(texts: Sequence[str], probabilities: Sequence[float]) -> str:
@@ -223,8 +205,7 @@ def shares_map(shares: np.ndarray, title: str) -> go.Figure:
     """Each head's direct share (L, H) on a scale centred on 0."""
     shares = np.asarray(shares, dtype=float)
     limit = _limit(shares, 0.0)
-    figure = layer_head_map(shares, title, "share", zmin=-limit, zmax=limit, diverging=True)
-    return _fit_rows(figure, shares.shape[0])
+    return layer_head_map(shares, title, "share", zmin=-limit, zmax=limit, diverging=True)
 
 
 def contribution_bars(parts: Sequence[tuple[str, float]], title: str) -> go.Figure:

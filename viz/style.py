@@ -116,6 +116,18 @@ def label_step(count: int, axis_px: float, pitch_px: float) -> int:
     return max(1, math.ceil(count / fitting))
 
 
+# Maps whose cells need not be square (layer x head scores, patching grids): one row has room
+# for its label at presenter mode's size, which would otherwise overlap the next; the map is as
+# wide as the page gives and grows in height with its rows up to what a 1280 x 720 screen shows
+# under a heading.
+ROW_PX = math.ceil(label_pitch(PRESENTER_FONT_PX)) + 4
+ROWS_MIN_PX = 300
+ROWS_MAX_PX = 560
+# room for the title, the column axis's title and its slanted labels along the top, at
+# presenter size (at 110 px a grid of 9 heads had 14 px a row and its labels overlapped)
+ROWS_TOP_PX = 200
+
+
 def every_nth(count: int, step: int) -> list[int]:
     """Positions 0, n, 2n, ... below `count`, the last of them moved to the last position so
     the end of the text is labelled (its gap to the one before grows, never shrinks)."""

@@ -34,6 +34,7 @@ from models.analysis.token_options import merge_word_pieces
 from models.hooks.record import AttentionRecord
 from models.loading.tokenize import EncodedText
 from tests.reference import encoder_record
+from viz import style
 from viz.head_analysis import (importance_map, layer_head_map, most_important,
                                ranking_table)
 
@@ -464,6 +465,17 @@ def test_layer_head_map_shows_the_scores():
     figure = layer_head_map(scores, "induction", "score")
     np.testing.assert_allclose(np.asarray(figure.data[0].z), scores)
     assert figure.layout.yaxis.title.text == "layer" and figure.layout.xaxis.title.text == "head"
+
+
+@pytest.mark.parametrize(("layers", "heads"), [(30, 9), (6, 12), (1, 4)])
+def test_layer_head_maps_fill_the_width_and_grow_with_their_layers(layers, heads):
+    """Cells need not be square on a layer x head map: it takes the page's width and a height
+    that grows with its layers, within what a 1280 x 720 screen shows."""
+    figure = layer_head_map(np.zeros((layers, heads)), "induction", "score")
+    assert figure.layout.yaxis.scaleanchor is None and figure.layout.width is None
+    expected = style.ROWS_TOP_PX + style.ROW_PX * layers
+    assert figure.layout.height == min(style.ROWS_MAX_PX, max(style.ROWS_MIN_PX, expected))
+    assert style.ROWS_MIN_PX <= figure.layout.height <= style.ROWS_MAX_PX
 
 
 def test_grid_batches_shrink_for_long_inputs(tiny_llama):

@@ -1,8 +1,9 @@
 """Pages whose choices sit in a column beside their main figure open on that figure: in presenter
 mode on a 1280 x 720 screen it is wholly on the first screen, before any scrolling (the choices
 beside it, every token pill in view, no label cut short), no text of the page's figures overlaps
-another's (the logit lens's rank axis once labelled 6 to 9 on top of each other), and the
-attribution's bar chart names every bar."""
+another's (the logit lens's rank axis once labelled 6 to 9 on top of each other), the
+attribution's bar chart names every bar, and a layer x head map fills the column (30 layers of
+square cells left 13 px a head and its labels crowded)."""
 
 from __future__ import annotations
 
@@ -46,5 +47,10 @@ def test_the_page_opens_on_its_map_in_presenter_mode(app_url, page, path, headin
         names = chart.locator(".ytick text").all_text_contents()
         assert bars == 12 and len(names) == bars, names  # the slider's default: 12 parts
     close_sidebar(page)
+    if path == "head_detectors":  # a layer x head map fills the column: 9 heads across it
+        across = page.locator(f".st-key-{key} .js-plotly-plot").evaluate(  # [px a head, heads]
+            "plot => [Math.abs(plot._fullLayout.xaxis._m), new Set([...plot.querySelectorAll("
+            "'.xtick text')].map(label => label.textContent)).size]")
+        assert across[1] == 9 and across[0] >= 40, across  # square cells: 13 px a head
     assert page.evaluate(MEASURE) == []  # no text of a figure overlapping another's
     assert_clean(page)
