@@ -15,16 +15,9 @@ SHOWN_KEYS = 48  # keys drawn as bars over more keys than this: those with the l
 MAX_LISTED_TOKENS = 512  # more tokens than this: the query is a typed position, not a list
 
 st.title("One attention row, step by step")
-st.markdown(
-    "Pick a layer, a head and one **query** token. Its attention row is computed in four steps: "
-    "the dot product of its query vector with every key vector, a division by √d_k so the "
-    "numbers do not grow with the vector size, the mask (keys the query may not see), and a "
-    "softmax that turns the scores into weights adding up to 1. The head's output for this "
-    "token is the weighted sum of the value vectors. Every vector here is read from the running "
-    "model, not recomputed from a copy."
-)
-st.latex(r"\text{weights} = \operatorname{softmax}\!\left(\frac{q\,K^\top}{\sqrt{d_k}} + \text{mask}\right),"
-         r"\qquad \text{output} = \textstyle\sum_j \text{weight}_j\, v_j")
+# The choices beside the four steps, so the steps are on a projector's first screen.
+setup, picture = st.columns([1, 2], gap="medium")
+setup.markdown("Pick a layer, a head and one **query** token:")
 given = sidebar_input()
 attention = inputs.current(token_options=False)
 if attention is None:
@@ -32,52 +25,64 @@ if attention is None:
 tokens, special_positions = attention.tokens, attention.special_positions
 words = display_tokens(tokens)  # as a person reads them (no byte-level markers)
 if given.merge_words or given.hide_special:
-    st.caption("Vectors belong to the model's own tokens, so this page shows every word "
-               "piece and special token whatever the sidebar's token options say.")
-left, middle, right = st.columns(3)
-with left:
-    layer = index_slider("Layer", attention.num_layers, "arith_layer")
-with middle:
-    head = index_slider("Head", attention.num_heads, "arith_head")
+    setup.caption("Vectors belong to the model's own tokens, so this page shows every word "
+                  "piece and special token whatever the sidebar's token options say.")
+with setup:
+    left, right = st.columns(2)
+    with left:
+        layer = index_slider("Layer", attention.num_layers, "arith_layer")
+    with right:
+        head = index_slider("Head", attention.num_heads, "arith_head")
 positions = list(range(len(tokens)))
 many = len(tokens) > MAX_LISTED_TOKENS
 if many:  # thousands of tokens: a position, not a list to scroll
     if not isinstance(st.session_state.get("arith_position"), int) or \
             not 0 <= st.session_state["arith_position"] < len(tokens):
         st.session_state["arith_position"] = len(tokens) - 1
-    query = int(right.number_input(f"Query position (0–{len(tokens) - 1})", 0, len(tokens) - 1,
+    query = int(setup.number_input(f"Query position (0–{len(tokens) - 1})", 0, len(tokens) - 1,
                                    key="arith_position"))
 else:
     if st.session_state.get("arith_query") not in positions:
         st.session_state["arith_query"] = min(1, len(tokens) - 1)
-    query = right.selectbox("Query token", positions, key="arith_query",
+    query = setup.selectbox("Query token", positions, key="arith_query",
                             format_func=lambda i: f"#{i} {words[i]}")
-with st.spinner(f"Computing row {query} of layer {layer}…"):
+with picture, st.spinner(f"Computing row {query} of layer {layer}…"):
     row = row_arithmetic_from_rows(attention.rows(layer, range(query, query + 1)), head, query)
-st.caption(f"{inputs.caption(attention)} · d_k = {row.query.shape[-1]} · query #{query} "
-           f"'{words[query]}'")
-if row.rotary:
-    st.info("This model encodes positions by rotating q and k (rotary position embeddings): "
-            "the vectors below are q and k after that rotation, the ones the model "
-            "multiplied, so q · k already depends on how far apart the two tokens are.")
-if row.kv_group > 1:
-    st.info(f"Grouped-query attention: {row.kv_group} query heads share each key/value head. "
-            f"Query head {head} reads key/value head {row.kv_head} (heads "
-            f"{row.kv_head * row.kv_group}–{(row.kv_head + 1) * row.kv_group - 1} share it).")
+setup.caption(f"{inputs.caption(attention)} · d_k = {row.query.shape[-1]} · query #{query} "
+              f"'{words[query]}'")
 candidates = positions
 if special_positions:
     specials = sorted({tokens[i] for i in special_positions})
-    if st.checkbox(f"Leave {' and '.join(specials)} out of the bars", key="arith_no_special"):
+    if setup.checkbox(f"Leave {' and '.join(specials)} out of the bars", key="arith_no_special"):
         special = set(special_positions)
         candidates = [i for i in positions if i not in special] or positions
-        st.caption(f"The bars leave out {' and '.join(specials)}, but the softmax is still the "
-                   "model's, over every key it used: the weights shown no longer add up to 1.")
+        setup.caption(f"The bars leave out {' and '.join(specials)}, but the softmax is still "
+                      "the model's, over every key it used: the weights shown no longer add up "
+                      "to 1.")
 shown_keys = None if candidates is positions else candidates
 if len(candidates) > SHOWN_KEYS:
     shown_keys = strongest_keys(row.weights, candidates, SHOWN_KEYS)
-    st.caption(f"Over {len(tokens):,} keys the bars show the {SHOWN_KEYS} with the largest "
-               "weights, in order of position; the table lists every key.")
-show(row_steps_figure(row, tokens, shown_keys), key="arith_steps")
+    setup.caption(f"Over {len(tokens):,} keys the bars show the {SHOWN_KEYS} with the largest "
+                  "weights, in order of position; the table lists every key.")
+setup.latex(r"\text{weights} = \operatorname{softmax}\!\left(\frac{q\,K^\top}{\sqrt{d_k}}"
+            r" + \text{mask}\right)")
+setup.latex(r"\text{output} = \textstyle\sum_j \text{weight}_j\, v_j")
+setup.markdown(
+    "Its attention row takes four steps: the dot product of its query vector with every key "
+    "vector, a division by √d_k so the numbers do not grow with the vector size, the mask (keys "
+    "the query may not see), and a softmax that turns the scores into weights adding up to 1. "
+    "The head's output for this token is the weighted sum of the value vectors. Every vector "
+    "here is read from the running model, not recomputed from a copy."
+)
+if row.rotary:
+    setup.info("This model encodes positions by rotating q and k (rotary position embeddings): "
+               "the vectors below are q and k after that rotation, the ones the model "
+               "multiplied, so q · k already depends on how far apart the two tokens are.")
+if row.kv_group > 1:
+    setup.info(f"Grouped-query attention: {row.kv_group} query heads share each key/value head. "
+               f"Query head {head} reads key/value head {row.kv_head} (heads "
+               f"{row.kv_head * row.kv_group}–{(row.kv_head + 1) * row.kv_group - 1} share it).")
+show(row_steps_figure(row, tokens, shown_keys), key="arith_steps", container=picture)
 st.subheader("The numbers")
 st.dataframe(row_table(row, tokens), hide_index=True, key="arith_table",
              column_config={"softmax weight": st.column_config.ProgressColumn(
