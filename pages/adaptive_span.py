@@ -23,7 +23,9 @@ FORMS = {"causal": "Causal: distance i − j to earlier tokens (later tokens are
 TRAINED = "span_trained_result"  # session key: spans trained live on this page
 
 st.title("Adaptive attention span")
-st.markdown(
+# The span's choices beside its soft mask, so the ramp is on a projector's first screen.
+setup, picture = st.columns([1, 2], gap="medium")
+setup.markdown(
     "Every head compares each token with every other token, which costs more and more as texts "
     "get longer, yet many heads only ever look a few tokens back. **Adaptive attention span** "
     "(Sukhbaatar et al., 2019) gives each head a span *z*: keys within *z* tokens keep their "
@@ -32,16 +34,15 @@ st.markdown(
     "than a cliff, training can nudge *z* up or down like any other weight, and a small penalty "
     "on *z* makes a head keep a long span only if it needs one."
 )
-
-st.subheader("The soft mask")
-left, right = st.columns(2)
-span = left.slider("Span z (tokens)", 0.0, MAX_SPAN, 3.0, STEP, key="span_z")
-ramp = right.slider("Ramp width R (tokens)", MIN_RAMP, MAX_RAMP, 2.0, STEP, key="span_ramp")
+span = setup.slider("Span z (tokens)", 0.0, MAX_SPAN, 3.0, STEP, key="span_z")
+ramp = setup.slider("Ramp width R (tokens)", MIN_RAMP, MAX_RAMP, 2.0, STEP, key="span_ramp")
 curve = ramp_curve(span, ramp, span + ramp + RAMP_VIEW_MARGIN)
-charts.show(ramp_figure(curve.distances, curve.values, span, ramp), key="span_ramp_chart")
-st.caption(f"Up to distance {span:g} a key keeps all its weight; at {span + ramp / 2:g} half of "
-           f"it; from {span + ramp:g} on none. The slope is −1/R, so the gradient with respect "
-           "to z comes only from keys on the ramp.")
+picture.subheader("The soft mask")
+charts.show(ramp_figure(curve.distances, curve.values, span, ramp), key="span_ramp_chart",
+            container=picture)
+picture.caption(f"Up to distance {span:g} a key keeps all its weight; at {span + ramp / 2:g} "
+                f"half of it; from {span + ramp:g} on none. The slope is −1/R, so the gradient "
+                "with respect to z comes only from keys on the ramp.")
 
 st.subheader("A span applied to a real head")
 st.markdown(

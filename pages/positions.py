@@ -12,26 +12,28 @@ from ui.routing import through_app
 through_app()
 
 st.title("Positions")
-st.markdown(
+# The choices beside the sinusoids, so the encoding is on a projector's first screen.
+setup, picture = st.columns([1, 2], gap="medium")
+setup.markdown(
     "Attention by itself ignores word order: shuffle the tokens and every token gets the same "
     "weights as before, just shuffled along. *Dog bites man* and *man bites dog* would look "
     "alike. So before the first layer a **position vector** is added to each token's embedding. "
     "The original Transformer used fixed sine and cosine waves; BERT-style models, like the "
     "pretrained model in the sidebar, learn a table of position vectors during training."
 )
-left, right = st.columns(2)
-count = left.slider("Positions", 8, 512, 64, step=8, key="positions_count")
-dim = right.slider("Dimensions (sinusoidal encoding)", 16, 768, 128, step=16, key="positions_dim")
-
-st.subheader("The sinusoidal encoding")
-st.markdown(
+count = setup.slider("Positions", 8, 512, 64, step=8, key="positions_count")
+dim = setup.slider("Dimensions (sinusoidal encoding)", 16, 768, 128, step=16,
+                   key="positions_dim")
+setup.subheader("The sinusoidal encoding")
+setup.markdown(
     "Each row is the vector added at one position. Columns come in pairs: column 2i holds "
     "sin(p / 10000^(2i/d)) and column 2i + 1 the cosine of the same angle. At position 0 every "
     "sine is 0 and every cosine is 1. The pairs on the left turn fast and repeat within a few "
     "positions; further right they turn so slowly that they tell far-apart positions apart, a "
     "little like the hands of a clock."
 )
-charts.show(sinusoid_heatmap(teach.sinusoid(count, dim)), key="positions_sinusoid")
+charts.show(sinusoid_heatmap(teach.sinusoid(count, dim)), key="positions_sinusoid",
+            container=picture)
 
 st.subheader("How alike are two positions?")
 st.markdown(
