@@ -12,7 +12,9 @@ SECOND_DEFAULT = "Fruit flies like a banana."  # the other half of the chapter's
 through_app()
 
 st.title("Compare two inputs")
-st.markdown(
+# The inputs beside the map of every head's difference, so it is on a projector's first screen.
+setup, picture = st.columns([1, 2], gap="medium")
+setup.markdown(
     "Run two sentences through the same model (the one chosen in the sidebar) and find the "
     "heads that attend most differently. In *time flies like an arrow* 'flies' is a verb; in "
     "*fruit flies like a banana* it is a noun: which heads notice?"
@@ -21,19 +23,21 @@ given = sidebar_input()
 first_text = given.text
 second_text = given.pair or SECOND_DEFAULT
 if given.pair:
-    st.caption("First input: the sidebar's sentence. Second input: the sidebar's second "
-               "sentence, run on its own here rather than as a pair.")
+    setup.caption("First input: the sidebar's sentence. Second input: the sidebar's second "
+                  "sentence, run on its own here rather than as a pair.")
 else:
-    st.caption(f"First input: the sidebar's sentence. Second input: \"{SECOND_DEFAULT}\"; type a "
-               "second sentence in the sidebar to compare with your own.")
+    setup.caption(f"First input: the sidebar's sentence. Second input: \"{SECOND_DEFAULT}\"; "
+                  "type a second sentence in the sidebar to compare with your own.")
 if not first_text.strip():
-    st.info("Type a sentence in the sidebar to compare.")
+    setup.info("Type a sentence in the sidebar to compare.")
     st.stop()
 first, second = (inputs.of(given.source, text, "") for text in (first_text, second_text))
 if first is None or second is None:
     st.stop()
 table, measure = compare(first, second)
-st.caption(f"{first.label} · {first.num_tokens:,} and {second.num_tokens:,} tokens. {measure}")
+setup.caption(f"{first.label} · {first.num_tokens:,} and {second.num_tokens:,} tokens. "
+              f"{measure}")
+charts.show(difference_heatmap(table), key="compare_grid", container=picture)
 st.dataframe(table, key="compare_table", hide_index=True, column_config={
     "difference": st.column_config.ProgressColumn(
         "difference", help="bits, 0 = same, 1 = nothing in common", format="%.3f",
@@ -43,7 +47,6 @@ st.dataframe(table, key="compare_table", hide_index=True, column_config={
     "aligned_jsd": st.column_config.NumberColumn("aligned_jsd", format="%.3f",
                                                  help="difference position by position"),
 })
-charts.show(difference_heatmap(table), key="compare_grid")
 rows = {f"{row.layer}-{row.head}": row  # "layer-head", so the choice can go into a link
         for row in table.itertuples()}
 # The labels name the head only: a label that carried its difference would change with the

@@ -8,6 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from models.hooks.record import AttentionRecord
+from viz.head_analysis import layer_head_map
 from viz.heatmap import matrix_heatmap
 
 MIN_DIFFERENCE_SCALE = 0.01  # colour scale top when the two inputs are (almost) the same
@@ -17,13 +18,9 @@ def difference_heatmap(table: pd.DataFrame) -> go.Figure:
     """A layer x head map of the ranking's difference column (bits), scaled to its largest value."""
     grid = table.pivot(index="layer", columns="head", values="difference")  # (L, H)
     values = grid.to_numpy(dtype=float)
-    return matrix_heatmap(
-        values, tuple(str(h) for h in grid.columns),
-        "How differently each head attends to the two inputs", zmin=0.0,
-        zmax=max(float(values.max()), MIN_DIFFERENCE_SCALE),
-        colorbar_title="difference (bits)", row_tokens=tuple(str(i) for i in grid.index),
-        axis_titles=("layer", "head"),
-    )
+    return layer_head_map(values, "How differently each head attends to the two inputs",
+                          "difference (bits)", zmin=0.0,
+                          zmax=max(float(values.max()), MIN_DIFFERENCE_SCALE))
 
 
 def side_by_side(first: AttentionRecord, second: AttentionRecord,

@@ -23,12 +23,14 @@ BESIDE = [("", "Attention maps", "maps_heatmap", "", 2),
           ("head_detectors", "Head detectors", "detectors_map", "&kind=induction", 1),
           ("row_arithmetic", "One attention row, step by step", "arith_steps", "", 3),
           ("positions", "Positions", "positions_sinusoid", "", 3),
-          ("adaptive_span", "Adaptive attention span", "span_ramp_chart", "", 1)]
+          ("adaptive_span", "Adaptive attention span", "span_ramp_chart", "", 1),
+          ("compare", "Compare two inputs", "compare_grid", "", 3)]
 
 
 @pytest.mark.parametrize(("path", "heading", "key", "more", "figures"), BESIDE,
                          ids=["maps", "attribution", "patching", "patching-heads-of-a-layer",
-                              "lens", "detectors", "one-row", "positions", "span"])
+                              "lens", "detectors", "one-row", "positions", "span",
+                              "compare"])
 def test_the_page_opens_on_its_map_in_presenter_mode(app_url, page, path, heading, key, more,
                                                      figures):
     page.set_viewport_size(VIEWPORT)
