@@ -13,7 +13,9 @@ ARITHMETIC_LENGTHS = (16, 64, 256, 1024, 4096, 16384)
 MEASURE_REQUESTED = "cost_measure_requested"
 
 st.title("The n² cost of attention")
-st.markdown(
+# The choice of layer beside its arithmetic, so the curves are on a projector's first screen.
+setup, picture = st.columns([1, 2], gap="medium")
+setup.markdown(
     "With n tokens, every query is compared with every key: n² dot products per head and "
     "layer, and n² weights to keep. The projections that make q, k and v and the feed-forward "
     "block (MLP) treat each token on its own, so their cost grows only like n. For short inputs "
@@ -21,10 +23,10 @@ st.markdown(
     "past some length it takes over."
 )
 names = {shape.name: shape for shape in SHAPES}
-shape = names[st.radio("Layer", list(names), horizontal=True, key="cost_shape")]
+shape = names[setup.radio("Layer", list(names), horizontal=True, key="cost_shape")]
 crossover = crossover_tokens(shape)
 counts = [flop_count(tokens, shape) for tokens in ARITHMETIC_LENGTHS]
-charts.show(flops_figure(counts, crossover, shape.name), key="cost_flops")
+charts.show(flops_figure(counts, crossover, shape.name), key="cost_flops", container=picture)
 example = flop_count(512, shape)
 st.markdown(
     f"**The arithmetic** (width D = {shape.width}, H = {shape.heads} heads of "

@@ -78,7 +78,7 @@ PRESENTER_NOTE_CHARS = 44  # a note under a plot wraps after about this many cha
 PRESENTER_LINE_FACTOR = 1.3  # a line of text takes this many font sizes of height
 PRESENTER_TITLE_PAD_PX = 10  # between a title and what is under it
 PRESENTER_NOTE_CLEARANCE_PX = 100
-PRESENTER_SCREEN_FIGURE_PX = 640  # a figure with a note fits under the app's top bar at 720 px
+PRESENTER_SCREEN_FIGURE_PX = 580  # a figure with a note fits beside a page heading (at y = 135)
 PRESENTER_MIN_PLOT_PX = 240  # what a figure's notes and titles leave at least to its plot
 PRESENTER_AXIS_GAP_PX = 16  # tick marks and the stand-off of labels and axis titles
 PRESENTER_MIN_ROWS_SHARE = 0.4  # stacked subplots keep at least this share of the plot height

@@ -24,13 +24,15 @@ BESIDE = [("", "Attention maps", "maps_heatmap", "", 2),
           ("row_arithmetic", "One attention row, step by step", "arith_steps", "", 3),
           ("positions", "Positions", "positions_sinusoid", "", 3),
           ("adaptive_span", "Adaptive attention span", "span_ramp_chart", "", 1),
-          ("compare", "Compare two inputs", "compare_grid", "", 3)]
+          ("compare", "Compare two inputs", "compare_grid", "", 3),
+          ("scaling", "Why attention is scaled", "scaling_dots", "", 2),
+          ("attention_cost", "The n² cost of attention", "cost_flops", "", 1)]
 
 
 @pytest.mark.parametrize(("path", "heading", "key", "more", "figures"), BESIDE,
                          ids=["maps", "attribution", "patching", "patching-heads-of-a-layer",
                               "lens", "detectors", "one-row", "positions", "span",
-                              "compare"])
+                              "compare", "scaling", "cost"])
 def test_the_page_opens_on_its_map_in_presenter_mode(app_url, page, path, heading, key, more,
                                                      figures):
     page.set_viewport_size(VIEWPORT)
