@@ -39,7 +39,8 @@ def readable_text(figure: go.Figure) -> go.Figure:
     """A copy of `figure` whose axis, legend, colour-bar and annotation text without a colour of
     its own is FIGURE_TEXT_COLOR (WCAG AA contrast on white); colours already set (presenter
     mode's, a figure's own) stay, and so do titles (Streamlit draws them in its heading colour)
-    and text written on cells and bars."""
+    and text written on cells and bars. A colour bar's title without a side of its own runs
+    along the bar's right, clear of its tick labels."""
     result = go.Figure(figure)
     layout = result.layout
     layout.font.color = layout.font.color or FIGURE_TEXT_COLOR
@@ -51,6 +52,8 @@ def readable_text(figure: go.Figure) -> go.Figure:
     for bar in _colorbars(result):
         bar.tickfont.color = bar.tickfont.color or FIGURE_TEXT_COLOR
         bar.title.font.color = bar.title.font.color or FIGURE_TEXT_COLOR
+        if bar.title.text and bar.title.side is None:  # on top it meets the top tick label
+            bar.title.side = "right"
     for annotation in layout.annotations:
         annotation.font.color = annotation.font.color or FIGURE_TEXT_COLOR
     return result

@@ -17,6 +17,7 @@ from models.hooks.access import read
 from models.loading.source import load
 from models.limits import STREAMLIT_UPLOAD_MIB
 from viz.export import head_csv
+from viz.style import FIGURE_TEXT_COLOR
 
 ROOT = Path(__file__).resolve().parents[2]
 SUBCOMMANDS = ("serve", "export", "corpus", "patch", "config")
@@ -56,6 +57,18 @@ def test_export_writes_the_same_head_the_engine_reads(capsys, tmp_path):
     assert "loading the model" in err and f"wrote {out}" in err  # progress on stderr
     expected = read(load("encoder"), TEXT, long=False).record
     assert out.read_bytes() == head_csv(expected, 2, 5)
+
+
+def test_an_exported_figure_has_the_apps_readable_text(capsys, tmp_path):
+    """A figure file draws its text as the app does: axis text with AA contrast (not Plotly's
+    grey) and the colour bar's title beside the bar, clear of its top tick label."""
+    out = tmp_path / "head.html"
+    status, _, err = run(capsys, "export", "--text", TEXT, "--view", "heatmap", "--format",
+                         "html", "--out", str(out))
+    assert status == 0, err
+    page = out.read_text(encoding="utf-8")
+    assert f'"tickfont":{{"color":"{FIGURE_TEXT_COLOR}"' in page.replace(" ", "")
+    assert '"side":"right"' in page.replace(" ", "")
 
 
 def test_export_json_of_rollout_holds_rows_that_sum_to_one(capsys, tmp_path):

@@ -44,3 +44,14 @@ def test_presenter_modes_dark_text_is_kept():
     result = readable_text(themed(figure, presenter=True))
     assert result.layout.xaxis.tickfont.color == PRESENTER_TEXT_COLOR
     assert result.layout.font.color == PRESENTER_TEXT_COLOR
+
+
+def test_a_colour_bars_title_runs_beside_it_unless_a_side_was_chosen():
+    """On top (Plotly's default) a colour bar's title met its top tick label ("weight" over "1"
+    on every heatmap of the light theme)."""
+    figure = go.Figure([go.Heatmap(z=[[0.1]], colorbar=dict(title=dict(text="weight"))),
+                        go.Heatmap(z=[[0.2]], colorbar=dict(title=dict(text="layer", side="top"))),
+                        go.Heatmap(z=[[0.3]])])
+    result = readable_text(figure)
+    assert [trace.colorbar.title.side for trace in result.data] == ["right", "top", None]
+    assert figure.data[0].colorbar.title.side is None  # the figure given is left as it was
