@@ -30,7 +30,7 @@ from viz.heatmap import attention_heatmap
 from viz.overview import all_heads_figure
 from viz.rollout import rollout_figures
 from viz.statistics import statistic_heatmap, statistics_csv
-from viz.theme import readable_text, themed
+from viz.theme import as_drawn
 
 BERTVIZ = {HEAD_VIEW: bertviz_views.HEAD_VIEW, MODEL_VIEW: bertviz_views.MODEL_VIEW}
 JSON_DECIMALS = 6  # rollout and statistics numbers in JSON
@@ -67,7 +67,7 @@ def _figures(request: ExportRequest, attention: Attention, record: AttentionReco
     else:
         figures = [statistic_heatmap(attention.summary().statistics, request.statistic)]
         title = title_for(f"Head statistics ({request.statistic})", record.tokens)
-    return [readable_text(themed(figure, request.presenter)) for figure in figures], title
+    return [as_drawn(figure, request.presenter) for figure in figures], title
 
 
 def _bertviz_page(request: ExportRequest, record: AttentionRecord) -> str:

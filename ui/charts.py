@@ -17,7 +17,7 @@ from models.store.keys import result_key
 from ui.byte_caches import kept
 from viz.describe import describe, figure_title
 from viz.style import SAFE_PALETTE, STANDARD_PALETTE
-from viz.theme import readable_text, themed
+from viz.theme import as_drawn
 
 # Session keys of the sidebar's Presenter section (ui.state.sidebar draws the widgets)
 PRESENTER = "sb_presenter"
@@ -82,7 +82,7 @@ def shown_figure(figure: go.Figure, settings: Presentation) -> go.Figure:
     key = result_key("shown figure", hashlib.sha256(spec.encode()).hexdigest(),
                      settings.presenter, settings.palette)
     return kept(stores.FIGURES, key, lambda: Shown(
-        readable_text(themed(figure, settings.presenter, settings.palette)), len(spec))).figure
+        as_drawn(figure, settings.presenter, settings.palette), len(spec))).figure
 
 
 def show(figure: go.Figure, key: str, container=st, **plotly_chart_kwargs):

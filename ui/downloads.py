@@ -24,7 +24,7 @@ import streamlit as st
 
 from models.hooks.record import AttentionRecord
 from models.limits import CHEAP_EXPORT_BYTES, EXACT_MAP_TOKENS, MAX_EXPORT_BYTES
-from ui.charts import PNG_SCALE, presentation
+from ui.charts import PNG_SCALE, presentation, shown_figure
 from ui.export_files import FINGERPRINTS, ExportFile, ExportTooLarge, store
 from ui.kept import head_key, kept_figure
 from viz.export import (JSON_DECIMALS, array_npz_bound, file_stem, head_csv_bound,
@@ -34,7 +34,6 @@ from viz.export import (JSON_DECIMALS, array_npz_bound, file_stem, head_csv_boun
 from viz.export_figures import (HTML, IMAGE_FORMATS, PNG, bertviz_svg, figure_image,
                                 figures_html, title_for, titled_page)
 from viz.heatmap import matrix_heatmap
-from viz.theme import themed
 
 
 @dataclass(frozen=True)
@@ -221,7 +220,7 @@ def figure_downloads(figures: go.Figure | Sequence[go.Figure], title: str, stem:
         return
     figures = [figures] if isinstance(figures, go.Figure) else list(figures)
     settings = presentation()
-    shown = [themed(figure, settings.presenter, settings.palette) for figure in figures]
+    shown = [shown_figure(figure, settings) for figure in figures]  # as the page drew them
     last = shown[-1]
     figure_json = last.to_json()
 

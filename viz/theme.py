@@ -35,6 +35,12 @@ def themed(figure: go.Figure, presenter: bool, palette: str = STANDARD_PALETTE) 
     return result
 
 
+def as_drawn(figure: go.Figure, presenter: bool, palette: str = STANDARD_PALETTE) -> go.Figure:
+    """`figure` as every front draws it (the page, its downloads, the command line's files):
+    themed for presenter mode and the palette, its text readable."""
+    return readable_text(themed(figure, presenter, palette))
+
+
 def readable_text(figure: go.Figure) -> go.Figure:
     """A copy of `figure` whose axis, legend, colour-bar and annotation text without a colour of
     its own is FIGURE_TEXT_COLOR (WCAG AA contrast on white); colours already set (presenter
