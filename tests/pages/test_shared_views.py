@@ -50,13 +50,13 @@ def test_a_kept_figure_is_given_its_text_colours_once_and_every_session_sees_the
 
     text = "Each run draws the kept figures as they are."
     copies: list[int] = []
-    readable_text = charts.readable_text
+    as_drawn = charts.as_drawn
 
-    def counted(figure):
+    def counted(figure, presenter, palette):
         copies.append(1)
-        return readable_text(figure)
+        return as_drawn(figure, presenter, palette)
 
-    monkeypatch.setattr(charts, "readable_text", counted)
+    monkeypatch.setattr(charts, "as_drawn", counted)
     first = run_page(text=text, state={"maps_layer": 0, "maps_head": 1})
     assert len(copies) == 2  # the head's map and the layer's grid, the first time they are shown
     second = run_page(text=text, state={"maps_layer": 0, "maps_head": 1})
