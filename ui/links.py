@@ -35,6 +35,15 @@ this module writes it); going back over the bare one changes nothing on screen. 
 page's link is `/?…`: Streamlit rewrites `/attention_maps?…` to `/?…` with a history entry of its
 own.
 
+A run that did not finish: Streamlit drops the messages of a run it stops for a rerun that have
+not reached the browser yet. A widget whose value was set in the session before it was drawn
+(by a link, or by a button's callback) and whose message was dropped is later drawn with nothing
+telling the browser that value: the browser shows the widget's default, and its next rerun sends
+that default back, replacing the value (a link's `model=decoder` became the encoder when the
+first run was cut short by typing a sentence). So after a run that did not reach its end, every
+value of the sidebar and of the page's controls is set again before any widget is drawn, which
+makes Streamlit send each value with its widget.
+
 Writing: the query is written after the page has run, so it holds what the page shows (a slider
 whose range changed with the input starts again from its default) and only the controls it drew.
 It is written even when it equals the query the run was given, if that query is older than the
@@ -56,7 +65,7 @@ from ui.link_controls import PageControls, page_controls, page_file
 from ui.link_values import Refused, control_text, link_text, quoted, read_value
 from models.teaching.decks import view_of
 from ui.deck_editor import add_message, add_view
-from ui.state import CORRECTED
+from ui.state import CORRECTED, SIDEBAR_VALUES
 from ui.text import plain
 
 # The public API of links, for pages and other ui modules (the codec's names re-exported).
@@ -65,7 +74,7 @@ __all__ = ["PAGE", "SHARED", "LinkedView", "PageControls", "link_text",
 
 WRITTEN = "_link_written"  # session key: the query this session last wrote or read
 PAGE = "_link_page"  # session key: the url path of the page this session ran last
-ENDED = "_link_page_ended"  # session key: whether the page's last run reached its end
+ENDED = "_link_page_ended"  # session key: whether the last run reached its end
 CARRIED_NOTES = "_link_notes"  # session key: notes for the next run, after a retry
 CARRIED_VALUES = "_link_values"  # session key: the link's values a retry keeps
 
@@ -115,6 +124,7 @@ class LinkedView:
     written: dict[str, str] | None = None  # the query written in this run
     switched: bool = True  # the first run of this page (a page picked in the menu, or a new tab)
     title: str = ""  # the page's title (a slide made from this view starts with it)
+    last_ended: bool = True  # whether this session's previous run reached its end
 
     # -- before the sidebar -------------------------------------------------------------
     @classmethod
@@ -126,6 +136,10 @@ class LinkedView:
                    switched=state.get(PAGE) != page.url_path, title=page.title)
         state[PAGE] = page.url_path
         state[CORRECTED] = set()
+        view.last_ended = state.get(ENDED, True)
+        state[ENDED] = False  # until check() at the run's end
+        if not view.last_ended:
+            view._send_values_again()
         for key, value in state.pop(CARRIED_VALUES, {}).items():
             state[key] = view.applied[key] = value
         if view._is_new_link():
@@ -138,6 +152,17 @@ class LinkedView:
                 view.notes.append("This link could not be read; the page is shown without it.")
             state[WRITTEN] = dict(view.incoming)  # the address bar's query until the next write
         return view
+
+    def _send_values_again(self) -> None:
+        """Set every value of the sidebar and of this page's controls to itself: Streamlit then
+        sends each one to the browser with its widget (see the module's docstring)."""
+        state = st.session_state
+        controls = self.controls
+        keys = [*SIDEBAR_VALUES,
+                *(key for key in map(str, state) if controls.prefix and controls.kind_of(key))]
+        for key in keys:
+            if key in state:
+                state[key] = state[key]
 
     def _is_new_link(self) -> bool:
         """Whether this run's query is a link to open (see the module's docstring)."""
@@ -205,10 +230,8 @@ class LinkedView:
         slider whose range changed starts again from its default), and only then has Streamlit's
         frontend moved to a newly picked page's path (a query written before that would make a
         history entry of the old path with the new page's query)."""
-        state = st.session_state
-        if not self.switched and not state.get(ENDED, True):
+        if not self.switched and not self.last_ended:
             self._write()
-        state[ENDED] = False
         self._show_notes()
         self.link_slot = st.sidebar.empty()
         self._offer_link()

@@ -163,3 +163,38 @@ def test_a_failure_before_the_page_is_one_sentence_not_streamlits_box(target, mo
     at.run()
     assert not at.exception
     assert any(GUARD_MESSAGE in error.value for error in at.error)
+
+
+# A run stopped before the browser received its widgets (Streamlit drops a stopped run's unsent
+# messages): the next run sends every value with its widget, or the browser would draw the
+# widget at its default and send that back with its next rerun.
+
+def _browser_without(at: AppTest, widget) -> None:
+    """Run `at` as the rerun that stops a first run cuts short: that run did not end, and the
+    browser never got `widget` (so it sends no value for it)."""
+    at.session_state["_link_page_ended"] = False  # what a stopped run leaves (ui.links.ENDED)
+    states = at._tree.get_widget_states()
+    kept = [state for state in states.widgets if state.id != widget.id]
+    del states.widgets[:]
+    states.widgets.extend(kept)
+    at._run(widget_state=states)
+    assert_no_failure(at)
+
+
+@pytest.mark.parametrize("page, query, key, value, default", [
+    (None, {"model": "decoder"}, "sb_kind", DECODER.value, PRETRAINED.value),
+    (None, {"text": SENTENCE, "layer": "3"}, "maps_layer", 3, 0),
+])
+def test_a_value_a_stopped_run_never_showed_is_sent_with_its_widget(page, query, key, value,
+                                                                       default):
+    at = open_link(page, query)
+    widget = at.sidebar.radio(key=key) if key == "sb_kind" else at.slider(key=key)
+    assert at.session_state[key] == value
+    _browser_without(at, widget)
+    widget = at.sidebar.radio(key=key) if key == "sb_kind" else at.slider(key=key)
+    sent = widget.proto.set_value
+    if not sent:  # the browser draws the widget at its default and its next rerun sends that
+        widget.set_value(default)
+    at.run()
+    assert_no_failure(at)
+    assert sent and at.session_state[key] == value, (sent, at.session_state[key])
