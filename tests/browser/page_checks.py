@@ -137,11 +137,33 @@ def open_presenting(page, url: str, path: str, heading: str, figures: int = 0) -
     page.goto(f"{url}/{path}{separator}present=true")
     page.get_by_role("heading", name=heading).first.wait_for(timeout=SLOW_MS)
     settle(page)
-    page.wait_for_function("""count => [...document.querySelectorAll('[data-testid="stPlotlyChart"]')]
-        .filter(chart => chart.querySelector('.main-svg')).length >= count""", arg=figures,
-                           timeout=SLOW_MS)
-    settle(page)
+    if _drawn(page) < figures:  # more still to come: wait for them, then for the page again
+        page.wait_for_function(f"() => ({DRAWN})() >= {int(figures)}", timeout=SLOW_MS)
+        settle(page)
     assert presenting(page), f"/{path}: presenter mode's style is not on the page"
+
+
+DRAWN = """() => [...document.querySelectorAll('[data-testid="stPlotlyChart"]')]
+    .filter(chart => chart.querySelector('.main-svg')).length"""
+
+
+def _drawn(page) -> int:
+    """How many of the page's Plotly figures have drawn."""
+    return page.evaluate(DRAWN)
+
+
+def present_from_sidebar(page, figures: int = 0) -> None:
+    """Turn presenter mode on with the sidebar's switch, as a lecturer does in front of the class
+    (from the keyboard: a click could land elsewhere while the sidebar redraws), and wait until
+    its style is on the page and at least `figures` figures have drawn again."""
+    switch = page.get_by_role("switch", name="Presenter mode")
+    switch.focus()
+    page.keyboard.press("Space")
+    page.wait_for_function("text => [...document.querySelectorAll('style')].some(s => "
+                           "s.textContent.includes(text))", arg=PRESENTER_STYLE, timeout=SLOW_MS)
+    settle(page)
+    page.wait_for_function(f"() => ({DRAWN})() >= {int(figures)}", timeout=SLOW_MS)
+    assert switch.is_checked(), "presenter mode's switch is off"
 
 
 def close_sidebar(page) -> None:

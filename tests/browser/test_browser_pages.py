@@ -1,6 +1,8 @@
-"""Every page in the real browser at a projector's 1280 x 720, loaded twice: once by its address
-in the light theme, once by its link with `present=true` in presenter mode, as a prepared slide
-opens. Each load is checked for everything at once (tests/browser/page_checks.py):
+"""Every page in the real browser at a projector's 1280 x 720, opened by its address in the light
+theme, then switched to presenter mode with the sidebar's switch, as a lecturer does in front of
+the class (a link with `present=true`, as a prepared slide opens, is how the decoder's pages below
+and tests/browser/test_browser_beside.py open theirs). Each is checked for everything at once
+(tests/browser/page_checks.py):
 
 - light: the sidebar's sentence box is beside the page; axe-core finds no serious or critical
   violation; every figure has a text alternative (its title and what it shows) and readable text;
@@ -23,8 +25,8 @@ import pytest
 
 from tests.browser.page_checks import (ARTIFACTS, MEASURE, SLOW_MS, blocking_violations,
                                        close_sidebar, failures, figure_problems,
-                                       main_figure_problems, open_presenting, settle,
-                                       unfocusable_controls)
+                                       main_figure_problems, open_presenting,
+                                       present_from_sidebar, settle, unfocusable_controls)
 from tests.browser.page_checks import page  # noqa: F401 (the fixture)
 from tests.browser_support import NO_PLOTLY_ON_OPEN, PAGES, visit
 
@@ -64,7 +66,7 @@ def test_the_page_passes_axe_in_both_themes_and_holds_its_presenter_layout(app_u
     light, named = figure_problems(page, f"/{path} light")
     problems += named + unfocusable_controls(page, f"/{path}") + failures(page, f"/{path} light")
 
-    open_presenting(page, app_url, path, heading, figures=light)  # the same figures, drawn
+    present_from_sidebar(page, figures=light)  # the same figures, drawn again
     problems += blocking_violations(page, f"/{path} presenter")
     presented, named = figure_problems(page, f"/{path} presenter")
     problems += named + failures(page, f"/{path} presenter")
