@@ -65,6 +65,27 @@ def browser():
         yield chromium
 
 
+@pytest.fixture(scope="module")
+def _shared_tab(browser):
+    from tests.browser_support import guard_requests
+
+    context = browser.new_context()
+    tab = context.new_page()
+    tab.outside_requests = guard_requests(tab)
+    yield tab
+    context.close()
+
+
+@pytest.fixture
+def module_tab(_shared_tab):
+    """One browser tab for a module's tests, each opening its page anew (a new Streamlit
+    session); `tab.outside_requests` lists the requests that tried to leave the machine (cleared
+    for each test). A new tab costs Chromium about 4.5 s of processor time to load the app's
+    scripts again, the same tab about 1.8 s, and the suite is bound by its processors."""
+    _shared_tab.outside_requests.clear()
+    return _shared_tab
+
+
 @pytest.fixture(scope="session")
 def decoder_runner(smollm2_model):
     """The embedded SmolLM2 as a model source, loaded once for the session."""

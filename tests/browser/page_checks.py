@@ -19,7 +19,7 @@ import pytest
 from axe_playwright_python.sync_playwright import Axe
 
 from tests.app_support import GUARD_MESSAGE
-from tests.browser_support import guard_requests, wait_idle
+from tests.browser_support import wait_idle
 from viz.palettes import contrast_ratio
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
@@ -291,11 +291,8 @@ MEASURE = """() => {
 
 
 @pytest.fixture
-def page(browser):
-    """A fresh 1280 x 720 tab whose requests leaving the machine are listed in
-    `tab.outside_requests` (to be empty)."""
-    context = browser.new_context(viewport=VIEWPORT)
-    tab = context.new_page()
-    tab.outside_requests = guard_requests(tab)
-    yield tab
-    context.close()
+def page(module_tab):
+    """A 1280 x 720 tab whose requests leaving the machine are listed in `tab.outside_requests`
+    (to be empty): the module's one tab (tests/conftest.py)."""
+    module_tab.set_viewport_size(VIEWPORT)
+    return module_tab

@@ -6,21 +6,22 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser_support import PAGES, guard_requests, set_sidebar_text, visit, wait_idle
+from tests.browser_support import PAGES, set_sidebar_text, visit, wait_idle
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 HOSTILE = "Quantum cats <script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned=2\">"
 
 
 @pytest.fixture
-def page(browser):
-    context = browser.new_context(viewport={"width": 1400, "height": 1600})
-    tab = context.new_page()
-    tab.outside_requests = guard_requests(tab)
-    tab.dialogs = []
-    tab.on("dialog", lambda dialog: (tab.dialogs.append(dialog.message), dialog.dismiss()))
-    yield tab
-    context.close()
+def page(module_tab):
+    """The module's one tab (tests/conftest.py) at 1400 x 1600, its dialogs listed (and dismissed)
+    in `tab.dialogs`."""
+    module_tab.set_viewport_size({"width": 1400, "height": 1600})
+    if not hasattr(module_tab, "dialogs"):
+        module_tab.on("dialog", lambda dialog: (module_tab.dialogs.append(dialog.message),
+                                                dialog.dismiss()))
+    module_tab.dialogs = []
+    return module_tab
 
 
 GUARD_MESSAGE = "Something went wrong while drawing this page"

@@ -9,7 +9,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from tests.app_support import GUARD_MESSAGE
-from tests.browser_support import guard_requests, wait_idle
+from tests.browser_support import wait_idle
 
 HEADS = 12  # the default MiniLM: 6 layers x 12 heads
 HEAD_VIEW_FRAME = "iframe[title='bertviz head view of the attention']"
@@ -17,12 +17,10 @@ MODEL_VIEW_FRAME = "iframe[title='bertviz model view of the attention']"
 
 
 @pytest.fixture
-def page(browser):
-    context = browser.new_context(viewport={"width": 1400, "height": 1100})  # the walkthrough's
-    tab = context.new_page()
-    tab.outside_requests = guard_requests(tab)
-    yield tab
-    context.close()
+def page(module_tab):
+    """The module's one tab (tests/conftest.py) at the walkthrough's 1400 x 1100."""
+    module_tab.set_viewport_size({"width": 1400, "height": 1100})
+    return module_tab
 
 
 def open_page(page, url: str, heading: str) -> None:
