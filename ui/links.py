@@ -35,14 +35,16 @@ this module writes it); going back over the bare one changes nothing on screen. 
 page's link is `/?…`: Streamlit rewrites `/attention_maps?…` to `/?…` with a history entry of its
 own.
 
-A run that did not finish: Streamlit drops the messages of a run it stops for a rerun that have
-not reached the browser yet. A widget whose value was set in the session before it was drawn
-(by a link, or by a button's callback) and whose message was dropped is later drawn with nothing
-telling the browser that value: the browser shows the widget's default, and its next rerun sends
-that default back, replacing the value (a link's `model=decoder` became the encoder when the
-first run was cut short by typing a sentence). So after a run that did not reach its end, every
-value of the sidebar and of the page's controls is set again before any widget is drawn, which
-makes Streamlit send each value with its widget.
+Widgets the browser never got: when a run starts, Streamlit drops the previous run's messages
+that have not reached the browser yet (whether that run was stopped or had just finished). A
+widget whose value was set in the session before it was drawn (by a link, or by a button's
+callback) and whose message was dropped is later drawn with nothing telling the browser that
+value: the browser shows the widget's default, and its next rerun sends that default back,
+replacing the value (a link's `model=decoder`, `layer=3` and `present=true` were all lost when
+a sentence was typed as the link's first run ended). So before any widget is drawn, each value of
+the sidebar and of the page's controls whose widget the browser did not send with this rerun is
+set again, which makes Streamlit send it with its widget; a widget the browser has keeps what
+the browser sent (what its user is typing is never overwritten).
 
 Writing: the query is written after the page has run, so it holds what the page shows (a slider
 whose range changed with the input starts again from its default) and only the controls it drew.
@@ -95,6 +97,21 @@ def _drawn_keys() -> set[str] | None:
     return {key for widget_id, key in mapping.items() if widget_id in drawn}
 
 
+def _keys_in_browser() -> set[str] | None:
+    """Keys of the widgets whose values the browser sent with this rerun, which are the widgets
+    it has drawn (internal to Streamlit 1.67; None if that record is not there). Call before
+    any widget of the run is drawn."""
+    from streamlit.runtime.state import get_session_state
+
+    try:
+        state = get_session_state()._state
+        sent = state._new_widget_state
+        mapping = state._key_id_mapper.id_key_mapping
+    except AttributeError:
+        return None
+    return {key for widget_id, key in mapping.items() if widget_id in sent}
+
+
 def _history_navigation() -> bool:
     """Whether the browser's back or forward button started this run (Streamlit 1.67 marks
     such runs; False where that mark does not exist)."""
@@ -138,8 +155,7 @@ class LinkedView:
         state[CORRECTED] = set()
         view.last_ended = state.get(ENDED, True)
         state[ENDED] = False  # until check() at the run's end
-        if not view.last_ended:
-            view._send_values_again()
+        view._send_values_again(_keys_in_browser())
         for key, value in state.pop(CARRIED_VALUES, {}).items():
             state[key] = view.applied[key] = value
         if view._is_new_link():
@@ -153,15 +169,19 @@ class LinkedView:
             state[WRITTEN] = dict(view.incoming)  # the address bar's query until the next write
         return view
 
-    def _send_values_again(self) -> None:
-        """Set every value of the sidebar and of this page's controls to itself: Streamlit then
-        sends each one to the browser with its widget (see the module's docstring)."""
+    def _send_values_again(self, in_browser: set[str] | None) -> None:
+        """Set each value of the sidebar and of this page's controls whose widget the browser
+        did not send with this rerun (`in_browser`) to itself: Streamlit then sends it with its
+        widget (see the module's docstring). Without Streamlit's record of what the browser sent
+        (None), every value after a run that did not reach its end."""
+        if in_browser is None and self.last_ended:
+            return
         state = st.session_state
         controls = self.controls
         keys = [*SIDEBAR_VALUES,
                 *(key for key in map(str, state) if controls.prefix and controls.kind_of(key))]
         for key in keys:
-            if key in state:
+            if key in state and key not in (in_browser or ()):
                 state[key] = state[key]
 
     def _is_new_link(self) -> bool:

@@ -183,3 +183,25 @@ def test_the_default_pages_own_name_opens_it_with_the_links_values(app_url, page
     assert page.get_by_label("Sentence", exact=True).input_value() == TEXT
     assert_query(page.url, {"text": TEXT, "layer": "2", "head": "3"})
     assert_clean(page)
+
+
+@pytest.mark.parametrize("present", [False, True], ids=["plain", "presenter"])
+def test_typing_as_a_link_opens_keeps_the_links_model_and_controls(app_url, page, present):
+    """A sentence typed while the link's first run is ending (its last messages can be dropped
+    by the rerun the typing starts) must not lose what the link set: the next control moved
+    would otherwise send the widgets' defaults back (the encoder, layer 0, presenter off)."""
+    link = "all_heads?model=decoder&layer=3" + ("&present=true" if present else "")
+    page.goto(f"{app_url}/{link}")
+    box = page.get_by_label("Sentence", exact=True)
+    box.fill("The keys to the cabinet are on the table.")
+    box.press("Control+Enter")
+    wait_idle(page, 120_000)
+    page.get_by_role("switch", name="Merge word pieces into words").focus()
+    page.keyboard.press("Space")
+    wait_idle(page, 120_000)
+    query = parse_qs(urlsplit(page.url).query)
+    assert page.get_by_role("radio", name="Pretrained causal decoder").is_checked(), page.url
+    assert query.get("model") == ["decoder"] and query.get("layer") == ["3"], query
+    assert query.get("merge") == ["true"] and (query.get("present") == ["true"]) == present, query
+    assert page.get_by_text(GUARD_MESSAGE).count() == 0
+    assert page.outside_requests == []
