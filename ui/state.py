@@ -30,8 +30,8 @@ LOADED_NAMES = "loaded_model_names"  # session key: the names this session loade
 MODEL_INPUT = "sb_model_input"  # the sidebar's box for another model's id or folder
 OFFERED = "model_offered"  # session key: a model a link named and this session has not loaded
 CORRECTED = "corrected_keys"  # session key: index pickers that moved an impossible value this run
-# The sidebar's widgets that hold a value (its buttons hold none): ui.links sends them to the
-# browser again after a run that did not finish. "sb_read_all" is ui.attention.READ_ALL.
+# The sidebar's widgets that hold a value (its buttons hold none): ui.links sends a value again
+# when the browser lacks its widget (ui/links.py). "sb_read_all" is ui.attention.READ_ALL.
 SIDEBAR_VALUES = ("sb_text", "sb_pair", "sb_kind", "sb_seed", "sb_read_all", "sb_merge_words",
                   "sb_hide_special", MODEL_INPUT, charts.PRESENTER, charts.PALETTE_SAFE,
                   charts.FIGURE_FORMAT)

@@ -165,9 +165,9 @@ def test_a_failure_before_the_page_is_one_sentence_not_streamlits_box(target, mo
     assert any(GUARD_MESSAGE in error.value for error in at.error)
 
 
-# A run stopped before the browser received its widgets (Streamlit drops a stopped run's unsent
-# messages): the next run sends every value with its widget, or the browser would draw the
-# widget at its default and send that back with its next rerun.
+# A run whose widgets never reached the browser (Streamlit drops the previous run's unsent
+# messages when a run starts): the next run sends each value whose widget the browser lacks, or
+# the browser would draw the widget at its default and send that back with its next rerun.
 
 def _browser_without(at: AppTest, widget) -> None:
     """Run `at` as the rerun that stops a first run cuts short: that run did not end, and the
