@@ -107,7 +107,7 @@ def test_tiny_gpt2_trace_equals_its_forward(tmp_path, default_model):
     assert not runner.rotary and trace.kv_group == 1
     probabilities = torch.softmax(output.logits[0, -1], -1)
     best = trace.predictions.next_token.candidates[0]
-    assert best.probability == pytest.approx(float(probabilities.max()), abs=1e-6)
+    assert best.probability == pytest.approx(float(probabilities.max()), abs=1e-5)
     assert best.token_id == int(probabilities.argmax())
 
 

@@ -96,7 +96,7 @@ def test_the_loss_counts_only_the_chosen_positions():
     # the unchosen positions' labels never reach the loss: any other labels there, same loss
     other = replace(batch, labels=torch.where(batch.chosen, batch.labels, torch.zeros_like(ids)))
     with torch.no_grad():
-        assert float(masked_lm_loss(model, other, attention_mask)) == pytest.approx(loss, abs=1e-6)
+        assert float(masked_lm_loss(model, other, attention_mask)) == pytest.approx(loss, abs=1e-5)
 
 
 def test_pretraining_a_few_steps_is_seeded_kept_on_disk_and_read_back(default_model, tmp_path):
