@@ -68,6 +68,7 @@ from ui.link_values import Refused, control_text, link_text, quoted, read_value
 from models.teaching.decks import view_of
 from ui.deck_editor import add_message, add_view
 from ui.state import CORRECTED, SIDEBAR_VALUES
+from ui.run_record import drawn_keys, history_navigation, keys_in_browser
 from ui.text import plain
 
 # The public API of links, for pages and other ui modules (the codec's names re-exported).
@@ -81,43 +82,6 @@ CARRIED_NOTES = "_link_notes"  # session key: notes for the next run, after a re
 CARRIED_VALUES = "_link_values"  # session key: the link's values a retry keeps
 
 logger = logging.getLogger("attention_explorer")
-
-
-def _drawn_keys() -> set[str] | None:
-    """Keys of the widgets drawn so far in this run, from Streamlit's own record of the run
-    (internal to Streamlit 1.67; None, meaning every key, if that record is not there)."""
-    from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
-    from streamlit.runtime.state import get_session_state
-
-    try:
-        drawn = get_script_run_ctx().shared.widget_ids_this_run
-        mapping = get_session_state()._state._key_id_mapper.id_key_mapping
-    except AttributeError:
-        return None
-    return {key for widget_id, key in mapping.items() if widget_id in drawn}
-
-
-def _keys_in_browser() -> set[str] | None:
-    """Keys of the widgets whose values the browser sent with this rerun, which are the widgets
-    it has drawn (internal to Streamlit 1.67; None if that record is not there). Call before
-    any widget of the run is drawn."""
-    from streamlit.runtime.state import get_session_state
-
-    try:
-        state = get_session_state()._state
-        sent = state._new_widget_state
-        mapping = state._key_id_mapper.id_key_mapping
-    except AttributeError:
-        return None
-    return {key for widget_id, key in mapping.items() if widget_id in sent}
-
-
-def _history_navigation() -> bool:
-    """Whether the browser's back or forward button started this run (Streamlit 1.67 marks
-    such runs; False where that mark does not exist)."""
-    from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
-
-    return bool(getattr(get_script_run_ctx(), "is_history_navigation", False))
 
 
 def _same(first: object, second: object) -> bool:
@@ -155,7 +119,7 @@ class LinkedView:
         state[CORRECTED] = set()
         view.last_ended = state.get(ENDED, True)
         state[ENDED] = False  # until check() at the run's end
-        view._send_values_again(_keys_in_browser())
+        view._send_values_again(keys_in_browser())
         for key, value in state.pop(CARRIED_VALUES, {}).items():
             state[key] = view.applied[key] = value
         if view._is_new_link():
@@ -188,7 +152,7 @@ class LinkedView:
         """Whether this run's query is a link to open (see the module's docstring)."""
         if not self.incoming:
             return False
-        if self.switched or _history_navigation():
+        if self.switched or history_navigation():
             return True
         written = st.session_state.get(WRITTEN)
         return self.incoming != written and not self._moved_since(written)
@@ -315,7 +279,7 @@ class LinkedView:
                 self.notes.append(f"The link's {name}={control_text(kind, value)} is not "
                                   "available here; showing "
                                   f"{control_text(kind, shown) or 'another choice'}.")
-        self._write(_drawn_keys())
+        self._write(drawn_keys())
         self._offer_link()
         self._show_notes()
         state[ENDED] = True
