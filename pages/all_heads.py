@@ -8,7 +8,7 @@ from ui.routing import through_app
 from ui.state import index_slider
 from viz.export import safe_stem
 from viz.export_figures import title_for
-from viz.overview import all_heads_figure, clicked_tile
+from viz.overview import all_heads_figure, clicked_tile, layers_across
 
 through_app()
 
@@ -27,9 +27,12 @@ st.title("All heads at once")
 attention = inputs.current()
 if attention is not None:
     controls, picture = st.columns([1, 3], gap="medium")  # the controls beside the mosaic
+    across = layers_across(attention.num_layers, attention.num_heads)
     controls.markdown(
-        "Every layer (rows) and every head (columns) of the model, on one colour scale. Click "
-        "a tile (or pick a layer and head) to open it large below, with exact values on hover."
+        ("Every layer (columns) and every head (rows) of the model" if across else
+         "Every layer (rows) and every head (columns) of the model")
+        + ", on one colour scale. Click a tile (or pick a layer and head) to open it large "
+          "below, with exact values on hover."
     )
     layer = index_slider("Layer", attention.num_layers, "all_layer", controls)
     head = index_slider("Head", attention.num_heads, "all_head", controls)

@@ -109,7 +109,7 @@ def test_the_all_heads_page_reads_a_long_decoder_input_whole(decoder_runner):
                                                  "all_window_query": 100, "all_window_key": 40})
     mosaic, whole, window = figures(at)
     assert mosaic["layout"]["title"]["text"].startswith("All 30 layers × 9 heads")
-    assert array(mosaic["data"][0]["z"]).shape == (30 * 64, 9 * 64)
+    assert array(mosaic["data"][0]["z"]).shape == (9 * 64, 30 * 64)  # more layers: across
     assert f"all {count} tokens" in whole["layout"]["title"]["text"]
     encoded, _ = prepare(decoder_runner, text, None)
     exact = full_attentions(decoder_runner, encoded)[29][8]

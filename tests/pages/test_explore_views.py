@@ -57,6 +57,30 @@ def test_overview_at_512_tokens_stays_light():
     assert list(figure.layout.xaxis.ticktext) == [f"H{h}" for h in range(12)]
 
 
+def test_a_model_with_more_layers_than_heads_runs_its_layers_across():
+    record = synthetic(tokens=6, layers=5, heads=2)
+    figure = all_heads_figure(thumbnails(record), selected=(3, 1))
+    z = np.asarray(figure.data[0].z)
+    assert z.shape == (2 * 6, 5 * 6)  # heads down, layers across: wider than tall
+    for layer in range(5):
+        for head in range(2):  # every tile is its own head, cell by cell
+            np.testing.assert_array_equal(z[head * 6:(head + 1) * 6, layer * 6:(layer + 1) * 6],
+                                          np.rint(record.weights[layer, head] * 100))
+    assert list(figure.layout.xaxis.ticktext) == [f"L{l}" for l in range(5)]
+    assert list(figure.layout.yaxis.ticktext) == [f"H{h}" for h in range(2)]
+    selected = figure.layout.shapes[-1]
+    assert (selected.x0, selected.y0) == (3 * 6 - 0.5, 1 * 6 - 0.5)  # layer 3 across, head 1 down
+    (tiles,) = [trace for trace in figure.data if trace.name == "tiles"]
+    for (layer, head), x, y in zip(tiles.customdata, tiles.x, tiles.y):  # a click opens its head
+        assert (x, y) == ((layer + 0.5) * 6 - 0.5, (head + 0.5) * 6 - 0.5)
+    assert figure.layout.width > figure.layout.height
+    smollm2 = all_heads_figure(thumbnails(synthetic(tokens=4, layers=30, heads=9)))
+    # 30 labels side by side would stand on end and run into the title: every 2nd is named
+    assert list(smollm2.layout.xaxis.ticktext) == [f"L{l}" for l in range(0, 30, 2)]
+    assert list(smollm2.layout.xaxis.tickvals) == [(l + 0.5) * 4 - 0.5 for l in range(0, 30, 2)]
+    assert list(smollm2.layout.yaxis.ticktext) == [f"H{h}" for h in range(9)]
+
+
 @pytest.mark.parametrize("kind", [PRETRAINED, SCRATCH_COPIED, SCRATCH_RANDOM])
 def test_softmax_row_shown_is_the_models_row(default_model, kind):
     runner = ModelSource(kind, DEFAULT_MODEL, 3).load(pretrained=lambda name: default_model)

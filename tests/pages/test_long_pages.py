@@ -144,7 +144,7 @@ def test_the_long_mosaic_can_colour_each_head_up_to_its_own_top(long_record):
     tops = tile_tops(pooled)
     assert np.all(tops <= 1) and tops.min() < 0.5  # some heads are spread thin
     expected = np.minimum(pooled / tops[..., None, None], 1.0)
-    tiles = array(scaled["data"][0]["z"]).reshape(30, 64, 9, 64).transpose(0, 2, 1, 3)
+    tiles = array(scaled["data"][0]["z"]).reshape(9, 64, 30, 64).transpose(2, 0, 1, 3)  # L across
     np.testing.assert_allclose(tiles, np.rint(expected * 100), atol=1)
     assert array(scaled["data"][0]["z"]).mean() > array(plain["data"][0]["z"]).mean()
     assert scaled["data"][0]["colorbar"]["title"]["text"] == "% of the head's top"
