@@ -111,7 +111,8 @@ def matrix_heatmap(
     x_step = style.label_step(count, x_px, style.label_pitch(font_px, angle))
     y_step = style.label_step(len(rows), y_px, style.label_pitch(font_px))
     figure.update_layout(
-        title=dict(text=title, y=0.995, yanchor="top"), font=style.FONT, width=width,
+        title=style.top_title(title),
+        font=style.FONT, width=width,
         height=height, margin=style.HEATMAP_MARGIN, plot_bgcolor="white",
         xaxis=_axis(tokens, x_step, x_categories, side="top", tickangle=angle,
                     title=axis_titles[1], automargin=True),

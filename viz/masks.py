@@ -104,8 +104,11 @@ def side_by_side(records: Sequence[AttentionRecord], layer: int, head: int,
         raise ValueError("give one title per record, and at least one record")
     figure = make_subplots(rows=1, cols=len(records), subplot_titles=list(titles),
                            horizontal_spacing=style.SIDE_BY_SIDE_SPACING)
+    first_rows = None
     for column, record in enumerate(records, start=1):
         single = attention_heatmap(record, layer, head)
+        rows = tuple(single.layout.yaxis.ticktext or ())
+        first_rows = rows if first_rows is None else first_rows
         figure.add_trace(single.data[0].update(coloraxis="coloraxis"), row=1, col=column)
         source_x, source_y = single.layout.xaxis, single.layout.yaxis
         figure.update_xaxes(tickmode="array", tickvals=source_x.tickvals,
@@ -114,13 +117,17 @@ def side_by_side(records: Sequence[AttentionRecord], layer: int, head: int,
         anchor = "x" if column == 1 else f"x{column}"
         figure.update_yaxes(tickmode="array", tickvals=source_y.tickvals,
                             ticktext=source_y.ticktext, autorange="reversed",
-                            scaleanchor=anchor, showgrid=False, zeroline=False, row=1, col=column)
+                            scaleanchor=anchor, showgrid=False, zeroline=False,
+                            # the same rows as the map on the left: named once, not over its edge
+                            showticklabels=column == 1 or rows != first_rows,
+                            # square maps leave room: keep them under their key labels
+                            constrain="domain", constraintoward="top", row=1, col=column)
     figure.update_annotations(yshift=style.SIDE_BY_SIDE_TITLE_SHIFT)
     figure.update_layout(
         coloraxis=dict(colorscale=style.COLORSCALE, cmin=0.0, cmax=1.0,
                        colorbar=dict(title=dict(text="weight"), thickness=14)),
         font=style.FONT, height=style.SIDE_BY_SIDE_PX, plot_bgcolor="white",
         margin=dict(l=10, r=10, t=style.SIDE_BY_SIDE_TOP_MARGIN, b=10),
-        title=dict(text=f"Layer {layer} · Head {head}", y=0.995, yanchor="top"),
+        title=style.top_title(f"Layer {layer} · Head {head}"),
     )
     return figure

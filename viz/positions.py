@@ -16,7 +16,7 @@ def _layout(figure: go.Figure, title: str, x_title: str, y_title: str, height: i
             square: bool) -> go.Figure:
     square_axes = dict(constrain="domain") if square else {}
     figure.update_layout(
-        title=dict(text=title, y=0.995, yanchor="top"), font=style.FONT, height=height,
+        title=style.top_title(title), font=style.FONT, height=height,
         plot_bgcolor="white", margin=dict(l=10, r=10, t=style.TOP_AXIS_MARGIN_PX, b=10),
         xaxis=dict(title=x_title, showgrid=False, zeroline=False, side="top", **square_axes),
         yaxis=dict(title=y_title, showgrid=False, zeroline=False, autorange="reversed",

@@ -19,8 +19,8 @@ def rotary_heatmap(angles: np.ndarray) -> go.Figure:
                       "<br>cos %{z:.3f}<extra></extra>",
     ))
     figure.update_layout(
-        title=dict(text=f"Rotary angles: {positions} positions × {pairs} pairs of dimensions",
-                   y=0.995, yanchor="top"),
+        title=style.top_title(
+            f"Rotary angles: {positions} positions × {pairs} pairs of dimensions"),
         font=style.FONT, plot_bgcolor="white", height=style.heatmap_size(
             min(positions, style.MAX_TICK_LABELS)),
         margin=dict(l=10, r=10, t=style.TOP_AXIS_MARGIN_PX, b=10),

@@ -66,6 +66,13 @@ def test_side_by_side_shares_one_colour_scale():
     assert (figure.layout.coloraxis.cmin, figure.layout.coloraxis.cmax) == (0.0, 1.0)
     assert figure.layout.yaxis2.scaleanchor == "x2"
     assert "&lt;b&gt;x&lt;/b&gt;" in figure.layout.xaxis2.ticktext
+    # the same rows on the right are named once (their labels fell over the left map's edge);
+    # maps of other tokens keep theirs
+    assert figure.layout.yaxis.showticklabels and figure.layout.yaxis2.showticklabels is False
+    other = AttentionRecord(tokens=("a", "b", "c", "d"), weights=record.weights,
+                            source="other", masks=record.masks)
+    assert side_by_side((record, other), 0, 0, ("l", "r")).layout.yaxis2.showticklabels
+    assert figure.layout.yaxis.constraintoward == "top"  # square maps under their key labels
     with pytest.raises(ValueError):
         side_by_side((record,), 0, 0, ("a", "b"))
 
