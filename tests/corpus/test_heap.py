@@ -23,6 +23,7 @@ ROUNDS = 8  # a freed block and a new one of its size, this many times on each s
 # kernel faults its 2 MB-aligned part in 2 MB at a time and the rest page by page (about 520
 # faults here). A reused block faults in less than a 100th.
 ANEW = 16
+MIB_, BLOCK_ = 2**20, 16 * 2**20  # as in BLOCKS
 
 BLOCKS = """
 import ctypes, json, resource, torch
@@ -38,6 +39,10 @@ def faults_of_a_block():
     faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
     del block
     return faults
+
+def resident_bytes():
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * resource.getpagesize()
 
 def faults_of_a_second_block():
     faults_of_a_block()
@@ -83,9 +88,11 @@ with batch_heap():
         faults_of_a_block()
     found["free"] = heap_free_bytes()
     ctypes.CDLL("libc.so.6").malloc_stats()  # glibc's own account, on stderr
+    found["resident_before"] = resident_bytes()
     found["kept"] = release_slack(found["free"] + MIB)
-    found["after_kept"] = faults_of_a_block()
+    found["resident_kept"] = resident_bytes()
     found["handed"] = release_slack(found["free"] - BLOCK)
+    found["resident_handed"] = resident_bytes()
     found["after_handed"] = faults_of_a_block()
 found["pages"] = BLOCK // resource.getpagesize()
 print(json.dumps(found))
@@ -111,7 +118,13 @@ def test_between_batches_the_heap_keeps_a_bounded_slack_and_hands_back_the_rest(
     # the free bytes the job reads are glibc's own account of its arenas, and hold the block
     assert found["free"] >= 16 * 2**20, found
     assert abs(found["free"] - glibc_free_bytes(stats)) <= 2**20, (found, stats)
-    # within the slack nothing is handed back: the next batch's block faults nothing in
-    assert found["kept"] is False and found["after_kept"] < pages // 100, found
+    # within the slack nothing is handed back: the process keeps every resident page (not
+    # read from the next block's faults: most often none, but once in a dozen full runs under
+    # load a 2 MB-aligned block reached past the heap's top, about 520 faults, as many as a
+    # block faulted in anew on huge pages)
+    assert found["kept"] is False, found
+    assert found["resident_kept"] >= found["resident_before"] - MIB_, found
     # beyond it the free pages go back to the system and the next block faults in anew
-    assert found["handed"] is True and found["after_handed"] > pages // ANEW, found
+    assert found["handed"] is True, found
+    assert found["resident_handed"] <= found["resident_before"] - BLOCK_, found
+    assert found["after_handed"] > pages // ANEW, found
