@@ -5,7 +5,7 @@ from models.experiments.ablation import (ABLATION_MODES, CLASS_PROBABILITY, MASK
                              NoPrediction, no_prediction_message)
 from ui import analysis_cache, charts, finetune_cache
 from ui.routing import through_app
-from ui.state import current_record, index_slider, sidebar_input
+from ui.state import current_record, first_choice, index_slider, sidebar_input
 from ui.text import plain
 from viz.head_analysis import importance_map, most_important, prediction_table
 from viz.heatmap import attention_heatmap
@@ -46,8 +46,10 @@ kind = analysis_cache.prediction_kind(source)
 classifiers = {finished.key: finished for finished in finetune_cache.finished(given.encoder_name)}
 subject = SIDEBAR_MODEL
 if classifiers:
+    st.session_state.setdefault("ablation_subject",
+                                SIDEBAR_MODEL if kind is not None else CLASSIFIER)
     subject = st.radio("What to ablate", (SIDEBAR_MODEL, CLASSIFIER), key="ablation_subject",
-                       index=0 if kind is not None else 1, horizontal=True,
+                       horizontal=True,
                        format_func={SIDEBAR_MODEL: plain(f"The sidebar's model ({source.label})"),
                                     CLASSIFIER: "The fine-tuned classifier"}.get)
 else:
@@ -71,8 +73,9 @@ if kind == CLASS_PROBABILITY:
         st.error(plain(str(error)))
         st.stop()
     names = analysis_cache.class_names(source)
+    first_choice("ablation_class", range(len(names)), top.target.token_id)
     target_id = st.selectbox("Class to watch", list(range(len(names))), key="ablation_class",
-                             index=top.target.token_id, format_func=names.__getitem__)
+                             format_func=names.__getitem__)
     baseline = analysis_cache.baseline(source, text, pair, None, target_id)
     record = baseline.record  # the classifier's own encoder: its layers, heads and tokens
     st.caption(plain(f"The classifier reads the sidebar's first sentence and predicts "
@@ -171,14 +174,16 @@ with knockout_tab:
     positions = list(range(record.num_tokens))
     words = display_tokens(record.tokens)  # tokens as words (no byte-level markers)
     default_query = mask_position if mask_position is not None else record.num_tokens - 1
-    query = st.selectbox("Query token", positions, index=default_query, key="ablation_ko_query",
+    first_choice("ablation_ko_query", positions, default_query)
+    query = st.selectbox("Query token", positions, key="ablation_ko_query",
                          format_func=lambda p: f"{words[p]} (#{p})")
     keys = st.multiselect("Key tokens it may no longer see", positions, key="ablation_ko_keys",
                           format_func=lambda p: f"{words[p]} (#{p})",
                           filter_mode="contains", select_all=False)
     if record.num_layers > 1:
+        first_choice("ablation_ko_layers", range(record.num_layers), (0, record.num_layers - 1))
         first, last = st.select_slider("Layers", list(range(record.num_layers)),
-                                       value=(0, record.num_layers - 1), key="ablation_ko_layers")
+                                       key="ablation_ko_layers")
     else:
         first = last = 0
     if not keys:

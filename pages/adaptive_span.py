@@ -14,7 +14,6 @@ from viz.span import (
 through_app()
 
 MAX_SPAN = 64.0  # slider bounds: z >= 0 and R > 0 by construction
-MIN_RAMP, MAX_RAMP = 0.5, 16.0
 STEP = 0.5
 RAMP_VIEW_MARGIN = 4.0  # tokens of flat zero drawn after the ramp
 PER_HEAD_COLUMNS = 4
@@ -34,8 +33,11 @@ setup.markdown(
     "than a cliff, training can nudge *z* up or down like any other weight, and a small penalty "
     "on *z* makes a head keep a long span only if it needs one."
 )
-span = setup.slider("Span z (tokens)", 0.0, MAX_SPAN, 3.0, STEP, key="span_z")
-ramp = setup.slider("Ramp width R (tokens)", MIN_RAMP, MAX_RAMP, 2.0, STEP, key="span_ramp")
+# Defaults set in the session, never with value=: a link or an example may set the same keys.
+st.session_state.setdefault("span_z", 3.0)
+st.session_state.setdefault("span_ramp", 2.0)
+span = setup.slider("Span z (tokens)", 0.0, MAX_SPAN, step=STEP, key="span_z")
+ramp = setup.slider("Ramp width R (tokens)", 0.5, 16.0, step=STEP, key="span_ramp")
 curve = ramp_curve(span, ramp, span + ramp + RAMP_VIEW_MARGIN)
 picture.subheader("The soft mask")
 charts.show(ramp_figure(curve.distances, curve.values, span, ramp), key="span_ramp_chart",
@@ -55,9 +57,8 @@ st.markdown(
 )
 record = current_record()
 if record is not None:
-    default_form = 0 if "causal" in record.masks else 1
-    form = st.radio("Distance", list(FORMS), index=default_form, format_func=FORMS.get,
-                    key="span_form")
+    st.session_state.setdefault("span_form", list(FORMS)[0 if "causal" in record.masks else 1])
+    form = st.radio("Distance", list(FORMS), format_func=FORMS.get, key="span_form")
     causal = form == "causal"
     if causal and "causal" not in record.masks:
         st.info("This model looks both ways. In the causal form every later token is outside "
@@ -68,7 +69,9 @@ if record is not None:
     spans = span
     if st.toggle("A different z for each head (the same in every layer)", key="span_per_head"):
         columns = st.columns(PER_HEAD_COLUMNS)
-        spans = [columns[h % PER_HEAD_COLUMNS].slider(f"z, head {h}", 0.0, MAX_SPAN, span, STEP,
+        for h in range(record.num_heads):  # each head starts at the span above
+            st.session_state.setdefault(f"span_z_head_{h}", span)
+        spans = [columns[h % PER_HEAD_COLUMNS].slider(f"z, head {h}", 0.0, MAX_SPAN, step=STEP,
                                                       key=f"span_z_head_{h}")
                  for h in range(record.num_heads)]
     applied = apply_span(record, spans, ramp, causal)
@@ -111,8 +114,8 @@ if result is None:
         st.error(f"The shipped file of learned spans could not be read ({error}); "
                  "train the model below instead.")
 left, right = st.columns([1, 2])
-seed = left.number_input("Seed for retraining", 0, 10_000, SpanTrainingConfig.seed, 1,
-                         key="span_seed")
+st.session_state.setdefault("span_seed", SpanTrainingConfig.seed)
+seed = left.number_input("Seed for retraining", 0, 10_000, step=1, key="span_seed")
 if right.button("Retrain now (about 20 s on 2 CPU cores)", key="span_retrain"):
     bar = st.progress(0.0, text="Training…")
     _, result = train_span_model(

@@ -92,11 +92,12 @@ st.markdown(
     "are computed too but nothing reads them."
 )
 first_column, second_column = st.columns(2)
-first = first_column.text_input("First sentence", "The cat sat.", key="masks_first",
-                                max_chars=MAX_TEXT_CHARS)
-second = second_column.text_input("Second sentence",
-                                  "A much longer sentence about the dog that chased the cat.",
-                                  key="masks_second", max_chars=MAX_TEXT_CHARS)
+st.session_state.setdefault("masks_first", "The cat sat.")  # defaults, never also a link's
+st.session_state.setdefault("masks_second",
+                            "A much longer sentence about the dog that chased the cat.")
+first = first_column.text_input("First sentence", key="masks_first", max_chars=MAX_TEXT_CHARS)
+second = second_column.text_input("Second sentence", key="masks_second",
+                                  max_chars=MAX_TEXT_CHARS)
 forget = st.checkbox("Leave the padding mask out", key="masks_forget")
 if not first.strip() or not second.strip():
     st.info("Type two sentences to batch them.")

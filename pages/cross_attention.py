@@ -69,8 +69,9 @@ controls.expander("The two stacks").markdown(
 )
 choice = controls.radio("Model", list(MODEL_LABELS), format_func=MODEL_LABELS.get,
                         key="xattn_model")
-source = controls.text_input("Source sentence (English)", value=EXAMPLE_SENTENCES[0],
-                             key="xattn_source", max_chars=MAX_TEXT_CHARS)
+st.session_state.setdefault("xattn_source", EXAMPLE_SENTENCES[0])  # a default, never a link's
+source = controls.text_input("Source sentence (English)", key="xattn_source",
+                             max_chars=MAX_TEXT_CHARS)
 run = translator = None
 if choice == TOY:
     with picture:  # training, the first time on a machine, shows its progress here
@@ -108,7 +109,8 @@ else:
         (controls.error if message[0] == "error" else controls.success)(plain(message[1]))
     target = controls.text_input("Target text (optional: leave empty and the model writes its "
                                  "own)", key="xattn_target", max_chars=MAX_TEXT_CHARS)
-    new_tokens = controls.slider("Tokens to write", 1, MAX_TARGET_TOKENS, DEFAULT_NEW_TOKENS,
+    st.session_state.setdefault("xattn_new_tokens", DEFAULT_NEW_TOKENS)
+    new_tokens = controls.slider("Tokens to write", 1, MAX_TARGET_TOKENS,
                                  key="xattn_new_tokens", disabled=bool(target.strip()))
     name = st.session_state.get(HF_NAME)
     if name is None:
@@ -163,8 +165,9 @@ if run is not None:
                    f"by the model after each number of steps (this session's "
                    f"{'retraining' if shown is not translator else 'cached training'}, "
                    f"{shown.settings.steps} steps, {shown.seconds:.0f} s).")
+        st.session_state.setdefault("xattn_retrain_steps", translator.settings.steps)
         retrain_steps = st.number_input("Steps to retrain", cache.MIN_RETRAIN_STEPS,
-                                        cache.MAX_RETRAIN_STEPS, translator.settings.steps, step=20,
+                                        cache.MAX_RETRAIN_STEPS, step=20,
                                         key="xattn_retrain_steps")
         st.button("Retrain and watch", key="xattn_retrain",
                   on_click=lambda: st.session_state.update({RETRAIN_REQUESTED: True}))

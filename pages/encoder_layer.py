@@ -47,24 +47,27 @@ if kind == SCRATCH:
                 "each**, with 8 heads: the defaults below. Shorter sentences are padded to 32 "
                 "tokens and the attention mask stops every query from looking at the padding.")
     size_column, head_column, layer_column, norm_column = st.columns(4)
-    hidden = size_column.selectbox("Hidden size D", HIDDEN_SIZES, index=HIDDEN_SIZES.index(64),
-                                   key="encoder_layer_hidden")
+    st.session_state.setdefault("encoder_layer_hidden", 64)  # a default, never also a link's
+    hidden = size_column.selectbox("Hidden size D", HIDDEN_SIZES, key="encoder_layer_hidden")
     allowed_heads = [h for h in HEAD_COUNTS if hidden % h == 0]
     if st.session_state.get("encoder_layer_heads") not in allowed_heads:
         st.session_state["encoder_layer_heads"] = 8 if 8 in allowed_heads else allowed_heads[-1]
     heads = head_column.selectbox("Heads H", allowed_heads, key="encoder_layer_heads")
     head_column.caption(f"Head size d_k = D / H = {hidden // heads}")
-    layers = layer_column.number_input("Layers", 1, WALK_SCRATCH_LAYERS, 2,
+    for key, default in (("encoder_layer_layers", 2), ("encoder_layer_batch", 16),
+                         ("encoder_layer_length", 32), ("encoder_layer_seed", 0)):
+        st.session_state.setdefault(key, default)  # defaults, never also a link's (value=)
+    layers = layer_column.number_input("Layers", 1, WALK_SCRATCH_LAYERS,
                                        key="encoder_layer_layers")
     norm_style = norm_column.radio("Layer norm", ("post", "pre"), key="encoder_layer_norm",
                                    format_func={"post": "after each sum (BERT)",
                                                 "pre": "before each sub-layer"}.get)
     batch_column, length_column, seed_column = st.columns(3)
-    batch_size = batch_column.number_input("Batch size B", 1, WALK_BATCH, 16,
+    batch_size = batch_column.number_input("Batch size B", 1, WALK_BATCH,
                                            key="encoder_layer_batch")
-    length = length_column.number_input("Tokens per sentence T", 4, WALK_TOKENS, 32,
+    length = length_column.number_input("Tokens per sentence T", 4, WALK_TOKENS,
                                         key="encoder_layer_length")
-    seed = seed_column.number_input("Seed", 0, 2**31 - 1, 0, key="encoder_layer_seed")
+    seed = seed_column.number_input("Seed", 0, 2**31 - 1, key="encoder_layer_seed")
     count = int(layers)
 else:
     count = getattr(loaded.model.config, "num_hidden_layers", 0) or 1

@@ -56,8 +56,9 @@ st.caption(f"{data.name}: {data.train_size} sentences to train on, {data.held_ou
 charts.show(data_figure(data.class_names, data.split_counts(False), data.split_counts(True)),
             key="fine_tuning_data_counts")
 
+st.session_state.setdefault("fine_tuning_epochs", DEFAULT_EPOCHS)  # never value=: links set it
 epochs = st.slider("Epochs (passes over the training sentences)", 1, PAGE_EPOCHS,
-                   DEFAULT_EPOCHS, key="fine_tuning_epochs",
+                   key="fine_tuning_epochs",
                    help=f"The from-scratch encoder gets {SCRATCH_EPOCH_FACTOR} times as many: "
                         "it is smaller and faster, and starts from nothing.")
 models = {f"{given.encoder_name} (pretrained)": default_settings(PRETRAINED, epochs),

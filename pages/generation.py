@@ -37,8 +37,12 @@ controls.caption(f"Prompt: the sidebar's sentence. Model: the decoder {given.dec
                  "whatever model the sidebar shows."
                  + (" The second sentence is not used here." if given.pair else ""))
 
+# Defaults set in the session, not with value=: a link or an example may set the same keys.
+for key, default in (("gen_new_tokens", DEFAULT_NEW_TOKENS), ("gen_temperature", 1.0),
+                     ("gen_top_k", DEFAULT_TOP_K), ("gen_seed", 0)):
+    st.session_state.setdefault(key, default)
 new_tokens = controls.number_input(
-    "New tokens", min_value=0, value=DEFAULT_NEW_TOKENS, step=1, key="gen_new_tokens",
+    "New tokens", min_value=0, step=1, key="gen_new_tokens",
     help=f"At most {MAX_NEW_TOKENS}, and the prompt and new tokens together must fit the model.")
 mode = controls.radio("Choose each token", ["Greedy", "Sample"], horizontal=True,
                       key="gen_mode")
@@ -50,12 +54,11 @@ try:
         settings = GenerationSettings(
             new_tokens=int(new_tokens), greedy=False,
             temperature=controls.number_input(
-                "Temperature", min_value=0.0, value=1.0, step=0.1, key="gen_temperature",
+                "Temperature", min_value=0.0, step=0.1, key="gen_temperature",
                 help="Below 1 sharpens the distribution, above 1 flattens it."),
-            top_k=int(controls.number_input("Top k", min_value=1, value=DEFAULT_TOP_K, step=1,
-                                            key="gen_top_k")),
-            seed=int(controls.number_input("Seed", min_value=0, max_value=2**31 - 1, value=0,
-                                           step=1, key="gen_seed",
+            top_k=int(controls.number_input("Top k", min_value=1, step=1, key="gen_top_k")),
+            seed=int(controls.number_input("Seed", min_value=0, max_value=2**31 - 1, step=1,
+                                           key="gen_seed",
                                            help="The same seed draws the same tokens.")),
         )
 except GenerationRefused as error:

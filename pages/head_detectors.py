@@ -38,9 +38,10 @@ if attention is not None:
     setup.markdown(f"**Definition.** {detector.definition}")
     try:
         if detector.on_repeated_tokens:
-            count = setup.slider("Random tokens in one copy", 5, 50, DEFAULT_REPEAT_LENGTH,
-                                 key="detectors_length")
-            seed = setup.number_input("Seed", 0, 2**31 - 1, DEFAULT_SEED, key="detectors_seed")
+            st.session_state.setdefault("detectors_length", DEFAULT_REPEAT_LENGTH)  # not value=
+            st.session_state.setdefault("detectors_seed", DEFAULT_SEED)
+            count = setup.slider("Random tokens in one copy", 5, 50, key="detectors_length")
+            seed = setup.number_input("Seed", 0, 2**31 - 1, key="detectors_seed")
             measured = analysis_cache.repeated_tokens(given.source, count, int(seed))
             setup.caption(plain(f"Measured on {count} tokens drawn at random (seed {seed}) from "
                                 f"the model's vocabulary and repeated twice: "

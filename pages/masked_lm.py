@@ -27,7 +27,9 @@ st.markdown(
 )
 
 st.subheader("The recipe on one passage")
-recipe_seed = st.number_input("Draw (seed)", 0, 999, 0, key="mlm_recipe_seed")
+st.session_state.setdefault("mlm_recipe_seed", 0)  # defaults, never also a link's (value=)
+st.session_state.setdefault("mlm_text", DEFAULT_TEXT)
+recipe_seed = st.number_input("Draw (seed)", 0, 999, key="mlm_recipe_seed")
 example = mlm.recipe_example(EXAMPLE_PASSAGE, int(recipe_seed))
 st.dataframe(recipe_table(example), hide_index=True, key="mlm_recipe")
 chosen = sum(fate != "not chosen" for fate in example.fates)
@@ -51,7 +53,7 @@ if mlm.is_pretrained(SEED) or st.session_state.pop(PRETRAIN_REQUESTED, False):
                "frequent words and local patterns.")
 
 st.subheader("Fill in the mask")
-text = st.text_input("A sentence with [MASK] where a word should go", DEFAULT_TEXT,
+text = st.text_input("A sentence with [MASK] where a word should go",
                      max_chars=MAX_TEXT_CHARS, key="mlm_text")
 if not mlm.is_pretrained(SEED):
     st.info("Pretrain the model above first; then it fills in your [MASK].")

@@ -21,9 +21,10 @@ setup.markdown(
     "The original Transformer used fixed sine and cosine waves; BERT-style models, like the "
     "pretrained model in the sidebar, learn a table of position vectors during training."
 )
-count = setup.slider("Positions", 8, 512, 64, step=8, key="positions_count")
-dim = setup.slider("Dimensions (sinusoidal encoding)", 16, 768, 128, step=16,
-                   key="positions_dim")
+st.session_state.setdefault("positions_count", 64)  # defaults, never also a link's (value=)
+st.session_state.setdefault("positions_dim", 128)
+count = setup.slider("Positions", 8, 512, step=8, key="positions_count")
+dim = setup.slider("Dimensions (sinusoidal encoding)", 16, 768, step=16, key="positions_dim")
 setup.subheader("The sinusoidal encoding")
 setup.markdown(
     "Each row is the vector added at one position. Columns come in pairs: column 2i holds "

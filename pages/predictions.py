@@ -3,7 +3,7 @@ import streamlit as st
 from ui import attention as inputs
 from ui import charts, views
 from ui.routing import through_app
-from ui.state import loaded_source, sidebar_input, use_decoder
+from ui.state import first_choice, loaded_source, sidebar_input, use_decoder
 from ui.text import plain
 from viz.generation import visible_text
 from viz.labels import display_tokens
@@ -28,8 +28,8 @@ def position_choice(per_position, tokens: tuple[str, ...], many: bool) -> int:
     words = display_tokens(tokens)
     labels = {p.position: f"after #{p.position} {visible_text(words[p.position])}"
               for p in per_position.positions}
-    return st.selectbox("Position", list(labels), format_func=labels.get,
-                        index=len(labels) - 1, key="pred_position")
+    first_choice("pred_position", labels, list(labels)[-1])  # the last position first
+    return st.selectbox("Position", list(labels), format_func=labels.get, key="pred_position")
 
 
 def show_positions(per_position, tokens: tuple[str, ...], many: bool = False) -> None:

@@ -53,8 +53,9 @@ controls.expander("Why √d_k").markdown(
     "softmax. This page shows the growth in a measurement, and what the softmax does when "
     "the scores are left unscaled."
 )
+st.session_state.setdefault("scaling_dk", 64)  # a default, never also a link's
 dimension = controls.select_slider("d_k, the size of each query and key vector", DIMENSION_CHOICES,
-                                   value=64, key="scaling_dk", format_func="{:,}".format,
+                                   key="scaling_dk", format_func="{:,}".format,
                                    help="Powers of two, as in real heads, and powers of ten, as in "
                                         "the chapter's experiment (d = 10 and d = 10,000).")
 
@@ -88,8 +89,10 @@ controls.markdown(
     "measures how spread out the weights are: log₂ N bits when uniform over N keys, 0 when all "
     "on one."
 )
-num_keys = controls.slider("Number of keys", 2, 32, 8, key="scaling_keys")
-seed = controls.number_input("Random draw (seed)", 0, 10_000, 0, key="scaling_seed")
+st.session_state.setdefault("scaling_keys", 8)  # defaults, never also a link's (value=)
+st.session_state.setdefault("scaling_seed", 0)
+num_keys = controls.slider("Number of keys", 2, 32, key="scaling_keys")
+seed = controls.number_input("Random draw (seed)", 0, 10_000, key="scaling_seed")
 row = teach.row(dimension, num_keys, int(seed))
 controls.metric("Entropy, unscaled", f"{row.unscaled_entropy:.2f} bits")
 controls.metric(f"Entropy, scaled by 1/√{dimension}", f"{row.scaled_entropy:.2f} bits")

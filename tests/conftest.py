@@ -105,6 +105,21 @@ def encoder_runner(default_model):
     return ModelSource(PRETRAINED, DEFAULT_MODEL).load(pretrained=lambda name: default_model)
 
 
+@pytest.fixture(autouse=True)
+def no_widget_default_set_twice():
+    """No widget is drawn with a default (value=, index=) while the session also sets its value
+    (a link, an example, a value sent again): Streamlit then logs a warning with a stack trace
+    in the server's console, once per process. The flag it keeps for "once" is cleared before
+    each test and read after it, so every app run of every test checks this."""
+    from streamlit.elements.lib import policies
+
+    policies._shown_default_value_warning = False
+    yield
+    assert not policies._shown_default_value_warning, (
+        "a widget was drawn with value=/index= and its value set in the session too (see the "
+        "warning logged above): set its default with st.session_state.setdefault instead")
+
+
 # pytest -n (pytest.ini): tests are sent to the workers file by file (a module's fixtures are built
 # once), except the browser tests, which share the session's served app and Chromium and go one
 # by one, so the per-page checks spread over the workers. Those go first: they are the longest.

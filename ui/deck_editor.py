@@ -133,7 +133,11 @@ def edit_draft() -> None:
     for index, slide in enumerate(deck.slides):
         with st.container(border=True, key=f"{SLIDE_WIDGETS}box_{index}"):
             title, up, down, remove = st.columns([8, 1, 1, 1], vertical_alignment="bottom")
-            title.text_input(f"Slide {index + 1}", value=slide.title, max_chars=DECK_TITLE_CHARS,
+            # the slide's text set in the session, never with value= (which Streamlit reports
+            # with a stack trace when the session holds the key too)
+            st.session_state.setdefault(f"{SLIDE_WIDGETS}title_{index}", slide.title)
+            st.session_state.setdefault(f"{SLIDE_WIDGETS}note_{index}", slide.note)
+            title.text_input(f"Slide {index + 1}", max_chars=DECK_TITLE_CHARS,
                              key=f"{SLIDE_WIDGETS}title_{index}", on_change=_edit, args=(index,))
             up.button("", key=f"{SLIDE_WIDGETS}up_{index}", icon=":material/arrow_upward:",
                       help="Move up", disabled=index == 0, on_click=_change,
@@ -143,7 +147,7 @@ def edit_draft() -> None:
                         args=(moved, index, 1))
             remove.button("", key=f"{SLIDE_WIDGETS}remove_{index}", icon=":material/delete:",
                           help="Remove this slide", on_click=_change, args=(removed, index))
-            st.text_area("Note for the speaker", value=slide.note, max_chars=DECK_NOTE_CHARS,
+            st.text_area("Note for the speaker", max_chars=DECK_NOTE_CHARS,
                          key=f"{SLIDE_WIDGETS}note_{index}", on_change=_edit, args=(index,),
                          height=68)
             st.caption(plain(f"View: {slide.view}"))

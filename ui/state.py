@@ -298,3 +298,22 @@ def index_slider(label: str, count: int, key: str, container=st) -> int:
         container.caption(f"{label}: 0 (the only one)")
         return 0
     return container.slider(label, 0, count - 1, key=key)
+
+
+def first_choice(key: str, options, default) -> None:
+    """A choice widget's default, set in the session before it is drawn (never with index= or
+    value=, which Streamlit reports with a stack trace when a link or an example has set the
+    key too): `default` when the key holds nothing, or a value not among `options` (a new
+    sentence's positions), as index= would. A range (a tuple default) must be two ends in
+    `options`."""
+    value = st.session_state.get(key)
+    if isinstance(default, tuple):  # a range: two ends (a link's single value is not one)
+        ends = tuple(value) if isinstance(value, (tuple, list)) and len(value) == 2 else None
+    else:
+        ends = (value,)
+    try:
+        valid = value is not None and ends is not None and all(end in options for end in ends)
+    except TypeError:  # a value that cannot be compared with the options
+        valid = False
+    if not valid:
+        st.session_state[key] = default
