@@ -1,3 +1,5 @@
+import re
+
 import streamlit as st
 
 from models.limits import MAX_TEXT_CHARS
@@ -6,6 +8,7 @@ from models.analysis.head_finder import (TokenNotFound, every_position, find_spa
 from ui import attention as inputs
 from ui import charts, views
 from ui.analysis_cache import open_head_buttons
+from ui.examples import MARIO
 from ui.routing import through_app
 from ui.text import plain
 from viz.head_analysis import layer_head_map, ranking_table
@@ -23,19 +26,33 @@ st.markdown(
     "attention goes to those keys (0 = none, 1 = all of it). A word split into pieces reads "
     "the mean of its pieces' rows and the sum of their columns, as in the merged view."
 )
+SPECIAL = re.compile(r"\[[A-Z]+\]|<[^<>]*>")  # [CLS], <|endoftext|>: not words to ask about
+
+
+def _use_example() -> None:
+    """The chapter's sentence in the sidebar, its pronoun and name in the boxes."""
+    st.session_state.update({"sb_text": MARIO, "sb_pair": "", "finder_query": "he",
+                             "finder_keys": "Mario"})
+
+
 attention = inputs.current()
 if attention is None:
     st.stop()
 tokens = attention.tokens
+words = [word.strip() for word in display_tokens(tokens)  # words of this sentence, to suggest
+         if any(c.isalnum() for c in word) and not SPECIAL.fullmatch(word.strip())]
 left, right = st.columns(2)
-query_text = left.text_input("Query token", key="finder_query", placeholder="he",
-                             max_chars=MAX_TEXT_CHARS)
+query_text = left.text_input("Query token", key="finder_query",
+                             placeholder=words[-1] if words else "", max_chars=MAX_TEXT_CHARS)
 keys_text = right.text_input("Key tokens (separate several with commas)", key="finder_keys",
-                             placeholder="Mario", max_chars=MAX_TEXT_CHARS)
+                             placeholder=words[0] if words else "", max_chars=MAX_TEXT_CHARS)
 key_words = parse_token_list(keys_text)
 if not query_text.strip() or not key_words:
-    st.info("Type a query token and at least one key token from the sentence: for "
-            "'Mario is short, but he can jump super high.' try 'he' and 'Mario'.")
+    st.info(plain("Type a query token and at least one key token from the sentence"
+                  + (f": in this one, for instance, '{words[-1]}' as the query and "
+                     f"'{words[0]}' as the key." if len(words) > 1 else ".")))
+    st.button(f"Try the chapter's example: “{MARIO}”, 'he' → 'Mario'", key="finder_mario",
+              icon=":material/lightbulb:", on_click=_use_example)
     st.stop()
 try:
     query = locate(attention, query_text)

@@ -107,6 +107,15 @@ def test_head_finder_bad_input_gets_one_sentence():
     assert not figures(at)
 
 
+def test_head_finder_suggests_words_of_the_sentence_and_opens_the_chapters_example():
+    at = run_page("head_finder", text="Time flies like an arrow.")
+    assert plain("'arrow' as the query and 'time' as the key") in at.info[0].value  # not [SEP]
+    assert not figures(at)
+    at.button(key="finder_mario").click().run()
+    assert at.session_state["sb_text"] == MARIO and at.text_input(key="finder_query").value == "he"
+    assert not at.info and not at.error and figures(at)  # every head ranked on that sentence
+
+
 # Head detectors
 
 def test_previous_token_detector_map_on_the_sentence():
