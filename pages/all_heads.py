@@ -26,22 +26,27 @@ def open_clicked_tile(num_layers: int, num_heads: int) -> None:
 st.title("All heads at once")
 attention = inputs.current()
 if attention is not None:
-    controls, picture = st.columns([1, 3], gap="medium")  # the controls beside the mosaic
     across = layers_across(attention.num_layers, attention.num_heads)
-    controls.markdown(
+    if across:  # a wide mosaic: the controls in a row above it, the notes under it, full width
+        intro, layer_box, head_box = st.columns([2, 1, 1], gap="medium")
+        picture, controls = st.container(), st.container()
+    else:  # a square or tall one: the controls beside it
+        controls, picture = st.columns([1, 3], gap="medium")
+        intro = layer_box = head_box = controls
+    intro.markdown(
         ("Every layer (columns) and every head (rows) of the model" if across else
          "Every layer (rows) and every head (columns) of the model")
         + ", on one colour scale. Click a tile (or pick a layer and head) to open it large "
           "below, with exact values on hover."
     )
-    layer = index_slider("Layer", attention.num_layers, "all_layer", controls)
-    head = index_slider("Head", attention.num_heads, "all_head", controls)
+    layer = index_slider("Layer", attention.num_layers, "all_layer", layer_box)
+    head = index_slider("Head", attention.num_heads, "all_head", head_box)
     controls.caption(inputs.caption(attention))
     summary = attention.summary()
     if summary.pooled.shape[-1] < attention.num_tokens:
         controls.caption("Each thumbnail shows the largest weight of each block of tokens, so "
                          "thin patterns stay visible; the head opened below is exact.")
-    per_tile = controls.toggle(
+    per_tile = head_box.toggle(
         "Per-head colours", key="all_tile_scale",
         help="Over many keys most weights are small, so on one 0–100 % scale many heads' "
              "patterns are faint. Turned on, each head's colours run from 0 to its own "

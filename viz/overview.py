@@ -56,7 +56,8 @@ def all_heads_figure(thumbnails: PooledMap, selected: tuple[int, int] | None = N
     across = layers_across(layers, heads)
     z = tiled(pooled.transpose(1, 0, 2, 3) if across else pooled)
     tile_rows, tile_columns = (heads, layers) if across else (layers, heads)
-    tile_px = tile_size(tile_columns)
+    tile_px = tile_size(tile_columns, style.OVERVIEW_WIDE_WIDTH_PX if across
+                        else style.OVERVIEW_WIDTH_PX)
     side, width = z.shape[0] // tile_rows, z.shape[1] // tile_columns  # one tile: rows x columns
 
     def place(layer: int, head: int) -> tuple[int, int]:
@@ -121,10 +122,10 @@ def labelled(centres: list[float], labels: list[str]) -> dict:
     return dict(tickvals=centres[::step], ticktext=labels[::step])
 
 
-def tile_size(columns: int) -> int:
-    """A tile's side in px: as large as OVERVIEW_TILE_PX, as small as `columns` tiles across the
-    mosaic's column need."""
-    fitting = (style.OVERVIEW_WIDTH_PX - style.OVERVIEW_EXTRA_WIDTH_PX) // max(columns, 1)
+def tile_size(columns: int, width_px: int = style.OVERVIEW_WIDTH_PX) -> int:
+    """A tile's side in px: as large as OVERVIEW_TILE_PX, as small as `columns` tiles across a
+    mosaic `width_px` wide need (a mosaic with layers across has the page's width)."""
+    fitting = (width_px - style.OVERVIEW_EXTRA_WIDTH_PX) // max(columns, 1)
     return int(min(style.OVERVIEW_TILE_PX, max(style.OVERVIEW_MIN_TILE_PX, fitting)))
 
 

@@ -60,6 +60,7 @@ OVERVIEW_MIN_TILE_PX = 24
 # The mosaic's column at a projector's 1280 px with the sidebar open: tiles are sized so the
 # figure's height matches the width it is drawn at (no band of empty figure under the tiles).
 OVERVIEW_WIDTH_PX = 640
+OVERVIEW_WIDE_WIDTH_PX = 1100  # a mosaic with layers across: the page's width at 1280 px
 OVERVIEW_EXTRA_WIDTH_PX = 160  # labels and colour bar beside the tiles
 
 # Adaptive attention span

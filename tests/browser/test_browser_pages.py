@@ -44,6 +44,7 @@ MAIN_FIGURES = {
 DECODER = "?text=The%20capital%20of%20France%20is&model=decoder"
 # (page, heading, main figure) of the pages whose main figure needs the causal decoder
 DECODER_PAGES = [
+    ("all_heads", "All heads at once", "st-key-all_mosaic"),  # 30 layers x 9 heads: layers across
     ("predictions", "What the model predicts", "st-key-pred_next"),
     ("generation", "Generation, one token at a time", ""),
 ]
