@@ -46,6 +46,16 @@ def test_choosing_a_position_shows_what_came_against_the_prediction(smollm2_mode
     assert "After reading up to token #1, the model gave the token that came" in texts(at)
 
 
+def test_a_position_the_new_sentence_lacks_falls_back_to_its_last(smollm2_model):
+    at = run_page("predictions", text="The capital of France is", state=DECODER)
+    at.selectbox(key="pred_position").set_value(3)  # the last of the 5-token sentence's four
+    at.run()
+    at.session_state["sb_text"] = "The sky is"  # 3 tokens: positions 0 and 1, no 3 now
+    at.run()
+    assert at.selectbox(key="pred_position").value == 1  # its last, as the first open shows
+    assert figures(at)[2]["layout"]["title"]["text"] == "Candidates after token #1"
+
+
 def test_an_encoder_without_a_head_invents_nothing_and_offers_the_decoder():
     at = run_page("predictions", text="Time flies like [MASK] arrow.")
     assert not figures(at)
