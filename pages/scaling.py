@@ -9,6 +9,7 @@ from ui.routing import through_app
 from viz.scaling import (APPROXIMATION_NOTE, LINEAR_SCALE, LOG_LOG_SCALE, SQRT_SCALE, X_SCALES,
                          dot_product_figure, entropy_curve_figure, legend_above_plot,
                          softmax_bars_figure)
+from viz.style import PRESENTER_NOTE_CHARS
 
 through_app()
 
@@ -29,8 +30,10 @@ def for_a_column(figure):
     presenter = presentation().presenter
     legend_above_plot(figure, max(figure.layout.font.size, PRESENTER_NOTE_PX if presenter else 0))
     note = figure.layout.annotations[-1]
-    lines = [part for line in note.text.split("<br>")
-             for part in textwrap.wrap(line, NOTE_CHARACTERS)]
+    # in presenter mode at the width the presenter theme wraps notes to: wrapped twice, at two
+    # widths, its lines were ragged ("grows like √d is a" / "straight line through 0.")
+    width = min(NOTE_CHARACTERS, PRESENTER_NOTE_CHARS) if presenter else NOTE_CHARACTERS
+    lines = [part for line in note.text.split("<br>") for part in textwrap.wrap(line, width)]
     size = max(note.font.size or 0, PRESENTER_NOTE_PX if presenter else 0)
     room = AXIS_TITLE_PX + round(len(lines) * size * LINE_HEIGHT)
     note.update(text="<br>".join(lines), yshift=-room + 10)

@@ -122,6 +122,21 @@ def test_scaling_page_measures_growth_and_saturation():
     assert lines["unscaled"][-1] < 0.5 < 2.0 < lines["scaled by 1/√d"][-1]
 
 
+def test_the_scaling_note_in_presenter_mode_is_wrapped_once():
+    import textwrap
+
+    from viz.scaling import APPROXIMATION_SHORT, SCALE_NOTES, SQRT_SCALE
+    from viz.style import PRESENTER_NOTE_CHARS
+
+    dots = figures(run_page("scaling", state={"sb_presenter": True}))[0]
+    note = next(a for a in dots["layout"]["annotations"] if "approximation" in a["text"])
+    # each sentence broken at the presenter's width once (wrapped first for the column, then
+    # again narrower, it read "... anything that / grows like √d is a / straight line ...")
+    assert note["text"] == "<br>".join(part for line in (SCALE_NOTES[SQRT_SCALE],
+                                                         APPROXIMATION_SHORT)
+                                       for part in textwrap.wrap(line, PRESENTER_NOTE_CHARS))
+
+
 def test_positions_page_shows_sinusoids_and_similarities():
     at = run_page("positions", state={"positions_count": 16, "positions_dim": 32})
     sinusoid, sinusoid_similarity, learned = figures(at)
