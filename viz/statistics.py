@@ -11,7 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from models.analysis.columns import NUMERIC_COLUMNS, SHARE_COLUMNS
-from viz.heatmap import matrix_heatmap
+from viz.heatmap import fit_rows, matrix_heatmap
 
 
 def statistic_heatmap(table: pd.DataFrame, column: str) -> go.Figure:
@@ -22,11 +22,14 @@ def statistic_heatmap(table: pd.DataFrame, column: str) -> go.Figure:
     values = grid.to_numpy(dtype=float)
     finite = values[np.isfinite(values)]  # NaN where a statistic does not apply
     zmax = 1.0 if column in SHARE_COLUMNS else max(float(finite.max(initial=0.0)), 1e-9)
-    return matrix_heatmap(
+    figure = matrix_heatmap(
         values, tuple(str(h) for h in grid.columns), f"{column} for every layer and head",
         zmin=0.0, zmax=zmax, colorbar_title=column,
         row_tokens=tuple(str(layer) for layer in grid.index), axis_titles=("layer", "head"),
     )
+    # cells that need not be square fill the page's width (SmolLM2's 30 x 9 map of square
+    # cells was a narrow strip whose head labels ran into each other)
+    return fit_rows(figure, values.shape[0])
 
 
 def statistics_csv(table: pd.DataFrame) -> bytes:

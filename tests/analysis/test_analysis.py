@@ -136,6 +136,9 @@ def test_statistic_heatmap_is_layers_by_heads(table):
     assert trace.zmax == 1.0
     assert statistic_heatmap(table, "entropy_bits").data[0].zmax == pytest.approx(np.log2(COUNT))
     assert "layer: %{customdata[0]}" in trace.hovertemplate
+    # cells fill the page's width, not squares (30 x 9 square cells were a strip whose head
+    # labels overlapped)
+    assert figure.layout.yaxis.scaleanchor is None and figure.layout.width is None
     with pytest.raises(ValueError):
         statistic_heatmap(table, "label")
 
