@@ -33,7 +33,6 @@ setup.markdown(
     "than a cliff, training can nudge *z* up or down like any other weight, and a small penalty "
     "on *z* makes a head keep a long span only if it needs one."
 )
-# Defaults set in the session, never with value=: a link or an example may set the same keys.
 st.session_state.setdefault("span_z", 3.0)
 st.session_state.setdefault("span_ramp", 2.0)
 span = setup.slider("Span z (tokens)", 0.0, MAX_SPAN, step=STEP, key="span_z")

@@ -92,7 +92,7 @@ st.markdown(
     "are computed too but nothing reads them."
 )
 first_column, second_column = st.columns(2)
-st.session_state.setdefault("masks_first", "The cat sat.")  # defaults, never also a link's
+st.session_state.setdefault("masks_first", "The cat sat.")
 st.session_state.setdefault("masks_second",
                             "A much longer sentence about the dog that chased the cat.")
 first = first_column.text_input("First sentence", key="masks_first", max_chars=MAX_TEXT_CHARS)

@@ -69,7 +69,7 @@ controls.expander("The two stacks").markdown(
 )
 choice = controls.radio("Model", list(MODEL_LABELS), format_func=MODEL_LABELS.get,
                         key="xattn_model")
-st.session_state.setdefault("xattn_source", EXAMPLE_SENTENCES[0])  # a default, never a link's
+st.session_state.setdefault("xattn_source", EXAMPLE_SENTENCES[0])
 source = controls.text_input("Source sentence (English)", key="xattn_source",
                              max_chars=MAX_TEXT_CHARS)
 run = translator = None

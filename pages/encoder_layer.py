@@ -47,7 +47,7 @@ if kind == SCRATCH:
                 "each**, with 8 heads: the defaults below. Shorter sentences are padded to 32 "
                 "tokens and the attention mask stops every query from looking at the padding.")
     size_column, head_column, layer_column, norm_column = st.columns(4)
-    st.session_state.setdefault("encoder_layer_hidden", 64)  # a default, never also a link's
+    st.session_state.setdefault("encoder_layer_hidden", 64)
     hidden = size_column.selectbox("Hidden size D", HIDDEN_SIZES, key="encoder_layer_hidden")
     allowed_heads = [h for h in HEAD_COUNTS if hidden % h == 0]
     if st.session_state.get("encoder_layer_heads") not in allowed_heads:
@@ -56,7 +56,7 @@ if kind == SCRATCH:
     head_column.caption(f"Head size d_k = D / H = {hidden // heads}")
     for key, default in (("encoder_layer_layers", 2), ("encoder_layer_batch", 16),
                          ("encoder_layer_length", 32), ("encoder_layer_seed", 0)):
-        st.session_state.setdefault(key, default)  # defaults, never also a link's (value=)
+        st.session_state.setdefault(key, default)
     layers = layer_column.number_input("Layers", 1, WALK_SCRATCH_LAYERS,
                                        key="encoder_layer_layers")
     norm_style = norm_column.radio("Layer norm", ("post", "pre"), key="encoder_layer_norm",

@@ -56,7 +56,7 @@ st.caption(f"{data.name}: {data.train_size} sentences to train on, {data.held_ou
 charts.show(data_figure(data.class_names, data.split_counts(False), data.split_counts(True)),
             key="fine_tuning_data_counts")
 
-st.session_state.setdefault("fine_tuning_epochs", DEFAULT_EPOCHS)  # never value=: links set it
+st.session_state.setdefault("fine_tuning_epochs", DEFAULT_EPOCHS)
 epochs = st.slider("Epochs (passes over the training sentences)", 1, PAGE_EPOCHS,
                    key="fine_tuning_epochs",
                    help=f"The from-scratch encoder gets {SCRATCH_EPOCH_FACTOR} times as many: "

@@ -37,7 +37,6 @@ controls.caption(f"Prompt: the sidebar's sentence. Model: the decoder {given.dec
                  "whatever model the sidebar shows."
                  + (" The second sentence is not used here." if given.pair else ""))
 
-# Defaults set in the session, not with value=: a link or an example may set the same keys.
 for key, default in (("gen_new_tokens", DEFAULT_NEW_TOKENS), ("gen_temperature", 1.0),
                      ("gen_top_k", DEFAULT_TOP_K), ("gen_seed", 0)):
     st.session_state.setdefault(key, default)

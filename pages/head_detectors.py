@@ -38,7 +38,7 @@ if attention is not None:
     setup.markdown(f"**Definition.** {detector.definition}")
     try:
         if detector.on_repeated_tokens:
-            st.session_state.setdefault("detectors_length", DEFAULT_REPEAT_LENGTH)  # not value=
+            st.session_state.setdefault("detectors_length", DEFAULT_REPEAT_LENGTH)
             st.session_state.setdefault("detectors_seed", DEFAULT_SEED)
             count = setup.slider("Random tokens in one copy", 5, 50, key="detectors_length")
             seed = setup.number_input("Seed", 0, 2**31 - 1, key="detectors_seed")

@@ -71,7 +71,7 @@ picture.caption(plain(
     "and biases (attention output projections, final norm, unembedding) add "
     f"{shares.embeddings:.3f} and {shares.biases:.3f}."))
 count_column, bars = st.columns([1, 2], gap="medium")
-st.session_state.setdefault("dla_count", 12)  # a default, never also a link's (value=)
+st.session_state.setdefault("dla_count", 12)
 count = count_column.slider("Parts in the bar chart", 5, 30, key="dla_count")
 count_column.caption("The parts with the largest shares, largest first: blue pushes the answer "
                      "above the wrong token, red pushes it below.")

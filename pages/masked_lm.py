@@ -27,7 +27,7 @@ st.markdown(
 )
 
 st.subheader("The recipe on one passage")
-st.session_state.setdefault("mlm_recipe_seed", 0)  # defaults, never also a link's (value=)
+st.session_state.setdefault("mlm_recipe_seed", 0)
 st.session_state.setdefault("mlm_text", DEFAULT_TEXT)
 recipe_seed = st.number_input("Draw (seed)", 0, 999, key="mlm_recipe_seed")
 example = mlm.recipe_example(EXAMPLE_PASSAGE, int(recipe_seed))

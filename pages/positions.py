@@ -21,7 +21,7 @@ setup.markdown(
     "The original Transformer used fixed sine and cosine waves; BERT-style models, like the "
     "pretrained model in the sidebar, learn a table of position vectors during training."
 )
-st.session_state.setdefault("positions_count", 64)  # defaults, never also a link's (value=)
+st.session_state.setdefault("positions_count", 64)
 st.session_state.setdefault("positions_dim", 128)
 count = setup.slider("Positions", 8, 512, step=8, key="positions_count")
 dim = setup.slider("Dimensions (sinusoidal encoding)", 16, 768, step=16, key="positions_dim")

@@ -56,7 +56,7 @@ controls.expander("Why √d_k").markdown(
     "softmax. This page shows the growth in a measurement, and what the softmax does when "
     "the scores are left unscaled."
 )
-st.session_state.setdefault("scaling_dk", 64)  # a default, never also a link's
+st.session_state.setdefault("scaling_dk", 64)
 dimension = controls.select_slider("d_k, the size of each query and key vector", DIMENSION_CHOICES,
                                    key="scaling_dk", format_func="{:,}".format,
                                    help="Powers of two, as in real heads, and powers of ten, as in "
@@ -92,7 +92,7 @@ controls.markdown(
     "measures how spread out the weights are: log₂ N bits when uniform over N keys, 0 when all "
     "on one."
 )
-st.session_state.setdefault("scaling_keys", 8)  # defaults, never also a link's (value=)
+st.session_state.setdefault("scaling_keys", 8)
 st.session_state.setdefault("scaling_seed", 0)
 num_keys = controls.slider("Number of keys", 2, 32, key="scaling_keys")
 seed = controls.number_input("Random draw (seed)", 0, 10_000, key="scaling_seed")

@@ -133,8 +133,6 @@ def edit_draft() -> None:
     for index, slide in enumerate(deck.slides):
         with st.container(border=True, key=f"{SLIDE_WIDGETS}box_{index}"):
             title, up, down, remove = st.columns([8, 1, 1, 1], vertical_alignment="bottom")
-            # the slide's text set in the session, never with value= (which Streamlit reports
-            # with a stack trace when the session holds the key too)
             st.session_state.setdefault(f"{SLIDE_WIDGETS}title_{index}", slide.title)
             st.session_state.setdefault(f"{SLIDE_WIDGETS}note_{index}", slide.note)
             title.text_input(f"Slide {index + 1}", max_chars=DECK_TITLE_CHARS,

@@ -123,8 +123,8 @@ def _check(lesson: str, number: int, question: Question) -> None:
     st.markdown("**Check**")
     key = f"lessons_answer_{lesson}_{number}"
     stored = progress()["answers"].get((lesson, number))
-    if stored is not None:  # the answer given, set in the session (never index=stored, which
-        st.session_state.setdefault(key, stored)  # Streamlit reports when the session has it)
+    if stored is not None:  # the answer given
+        st.session_state.setdefault(key, stored)
     choice = st.radio(question.prompt, range(len(question.choices)), index=None,
                       format_func=lambda i: question.choices[i].text, key=key,
                       on_change=_answered, args=(lesson, number, key))

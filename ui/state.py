@@ -301,11 +301,15 @@ def index_slider(label: str, count: int, key: str, container=st) -> int:
 
 
 def first_choice(key: str, options, default) -> None:
-    """A choice widget's default, set in the session before it is drawn (never with index= or
-    value=, which Streamlit reports with a stack trace when a link or an example has set the
-    key too): `default` when the key holds nothing, or a value not among `options` (a new
-    sentence's positions), as index= would. A range (a tuple default) must be two ends in
-    `options`."""
+    """A choice widget's default, set in the session before it is drawn: `default` when the key
+    holds nothing, or a value not among `options` (a new sentence's positions), as index= would.
+    A range (a tuple default) must be two ends in `options`.
+
+    Every page control takes its first value from the session like this, or with
+    `st.session_state.setdefault` when its options never change, and never with value= or
+    index= as well: a link, an example or a value sent again (ui/links.py) set the same key,
+    and Streamlit then logs a warning with a stack trace (tests/conftest.py fails a test that
+    makes it)."""
     value = st.session_state.get(key)
     if isinstance(default, tuple):  # a range: two ends (a link's single value is not one)
         ends = tuple(value) if isinstance(value, (tuple, list)) and len(value) == 2 else None
