@@ -120,7 +120,7 @@ def test_progress_sink_share_and_entropy(smollm2):
     assert calls == [(done, 6) for done in range(1, 7)]
     first = np.stack([step.weights[..., 0] for step in result.steps])  # (S, L, H)
     np.testing.assert_allclose(result.first_token_weights(), first)
-    np.testing.assert_allclose(result.sink_share(), first.mean(axis=0), rtol=1e-6)
+    np.testing.assert_allclose(result.sink_share(), first.mean(axis=0), rtol=1e-6, atol=1e-5)
     assert result.sink_share().shape == (30, 9)
     # The sink: some heads put far more on the first token than an even spread would.
     assert result.strongest_sink()[2] > 4 * result.even_share()
