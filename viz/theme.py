@@ -138,8 +138,10 @@ def _tick_band_px(figure: go.Figure, axis) -> float:
         font = axis.tickfont.size or PRESENTER_FONT_PX
         labels = _axis_labels(figure, axis)
         longest = max((len(visible_text(t)) for t in labels), default=1) * font * CHAR_WIDTH
-        slant = abs(math.sin(math.radians(axis.tickangle))) if isinstance(
-            axis.tickangle, (int, float)) else 1.0
+        if isinstance(axis.tickangle, (int, float)):
+            slant = abs(math.sin(math.radians(axis.tickangle)))
+        else:  # Plotly's own angle: upright when _thin_ticks spaced them for that, else unknown
+            slant = 0.0 if axis.tickmode == "array" and axis.ticktext is not None else 1.0
         labels_px = longest * slant + font * PRESENTER_LINE_FACTOR
     title = (axis.title.font.size or PRESENTER_AXIS_TITLE_PX) * PRESENTER_LINE_FACTOR \
         if axis.title.text else 0.0
@@ -246,7 +248,11 @@ def _presenter_title(figure: go.Figure) -> None:
                         pad=dict(t=PRESENTER_TITLE_PAD_PX + (title - first) / 2))
     needed = PRESENTER_TITLE_PAD_PX * 2 + title + max(above, _top_axis_px(figure)) \
         + PRESENTER_AXIS_GAP_PX + _legend_above_px(figure)
-    layout.margin.t = max(layout.margin.t or 0, round(needed))
+    before = layout.margin.t or 0
+    layout.margin.t = max(before, round(needed))
+    if layout.height is not None:  # the larger title's room is added, not taken from the plot
+        layout.height = min(layout.height + layout.margin.t - before,
+                            max(layout.height, PRESENTER_MAX_HEIGHT_PX))
 
 
 def _presenter_notes(figure: go.Figure) -> None:

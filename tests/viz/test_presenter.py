@@ -114,6 +114,42 @@ def test_nothing_asked_returns_the_same_figure_and_bad_palette_is_refused():
         theme.themed(figure, presenter=False, palette="rainbow")
 
 
+def _plot_px(figure) -> int:
+    return figure.layout.height - figure.layout.margin.t - figure.layout.margin.b
+
+
+def test_a_larger_title_adds_its_room_to_a_fixed_height_figure_up_to_the_screen():
+    """The all-heads mosaic (30 layers across, 9 heads down, height sized for its tiles): the
+    presenter title and the upright top labels take more margin, which is added to the figure's
+    height, not taken from its tiles (they shrank from 31 to 24 px on a projector)."""
+    from models.analysis.pooling import pool
+    from viz.overview import all_heads_figure
+
+    thumbnails = pool(np.random.default_rng(0).random((30, 9, 6, 6)).astype(np.float32), 64)
+    light = all_heads_figure(thumbnails, (0, 0))
+    presented = theme.as_drawn(light, presenter=True)
+    assert presented.layout.margin.t > light.layout.margin.t
+    assert _plot_px(presented) == _plot_px(light)
+    # the top labels, thinned to fit upright, take one line of presenter text, not their length
+    band = style.PRESENTER_FONT_PX * style.PRESENTER_LINE_FACTOR + style.PRESENTER_AXIS_GAP_PX
+    title = style.PRESENTER_TITLE_PX * style.PRESENTER_LINE_FACTOR
+    assert presented.layout.margin.t == round(2 * style.PRESENTER_TITLE_PAD_PX + title + band
+                                              + style.PRESENTER_AXIS_GAP_PX)
+    tall = go_figure_of_height(style.PRESENTER_MAX_HEIGHT_PX - 10)
+    grown = theme.as_drawn(tall, presenter=True)
+    assert grown.layout.margin.t > tall.layout.margin.t
+    assert grown.layout.height == style.PRESENTER_MAX_HEIGHT_PX  # never past the screen's room
+
+
+def go_figure_of_height(height: int):
+    import plotly.graph_objects as go
+
+    figure = go.Figure(go.Heatmap(z=[[0, 1], [1, 0]]))
+    figure.update_layout(height=height, margin=dict(t=40, b=10),
+                         title="A title long enough to wrap onto a second line in presenter mode")
+    return figure
+
+
 # --- the colour-blind-safe palette ---------------------------------------------------------------
 
 def _scale_colours(scale) -> list[str]:
