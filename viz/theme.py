@@ -238,7 +238,7 @@ def _presenter_title(figure: go.Figure) -> None:
     layout = figure.layout
     if not layout.title.text:
         return
-    layout.title.text = wrapped(layout.title.text, PRESENTER_TITLE_CHARS)
+    layout.title.text = wrapped(layout.title.text, _title_chars(layout))
     title = line_count(layout.title.text) * layout.title.font.size * PRESENTER_LINE_FACTOR
     above = max((_text_px(a) + (a.yshift or 0) for a in layout.annotations
                  if _is_subplot_title(a) and a.text and a.y >= 1 - 1e-3), default=0)
@@ -253,6 +253,15 @@ def _presenter_title(figure: go.Figure) -> None:
     if layout.height is not None:  # the larger title's room is added, not taken from the plot
         layout.height = min(layout.height + layout.margin.t - before,
                             max(layout.height, PRESENTER_MAX_HEIGHT_PX))
+
+
+def _title_chars(layout) -> int:
+    """Characters a presenter title's line holds: PRESENTER_TITLE_CHARS (a third of the screen),
+    or more in a figure whose fixed width holds more (the wide all-heads mosaic)."""
+    if layout.width is None:
+        return PRESENTER_TITLE_CHARS
+    room = layout.width - (layout.margin.l or 0) - (layout.margin.r or 0)
+    return max(PRESENTER_TITLE_CHARS, int(room / (layout.title.font.size * CHAR_WIDTH)))
 
 
 def _presenter_notes(figure: go.Figure) -> None:

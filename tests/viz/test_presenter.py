@@ -141,6 +141,20 @@ def test_a_larger_title_adds_its_room_to_a_fixed_height_figure_up_to_the_screen(
     assert grown.layout.height == style.PRESENTER_MAX_HEIGHT_PX  # never past the screen's room
 
 
+def test_a_presenter_title_wraps_at_a_third_of_the_screen_or_at_its_wide_figures_width():
+    title = "All 30 layers × 9 heads (each map max-pooled to 64×64)"  # 55 characters
+    free = go_figure_of_height(400)
+    free.update_layout(title=title)
+    assert theme.as_drawn(free, presenter=True).layout.title.text.count("<br>") == 1
+    wide = go_figure_of_height(400)
+    wide.update_layout(title=title, width=1090, margin=dict(l=10, r=10))
+    assert theme.as_drawn(wide, presenter=True).layout.title.text == title  # 74 fit in 1070 px
+    narrow = go_figure_of_height(400)
+    narrow.update_layout(title=title, width=300)
+    lines = theme.as_drawn(narrow, presenter=True).layout.title.text.split("<br>")
+    assert len(lines) == 2 and max(map(len, lines)) <= style.PRESENTER_TITLE_CHARS
+
+
 def go_figure_of_height(height: int):
     import plotly.graph_objects as go
 
