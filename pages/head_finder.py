@@ -1,5 +1,3 @@
-import re
-
 import streamlit as st
 
 from models.limits import MAX_TEXT_CHARS
@@ -26,9 +24,6 @@ st.markdown(
     "attention goes to those keys (0 = none, 1 = all of it). A word split into pieces reads "
     "the mean of its pieces' rows and the sum of their columns, as in the merged view."
 )
-SPECIAL = re.compile(r"\[[A-Z]+\]|<[^<>]*>")  # [CLS], <|endoftext|>: not words to ask about
-
-
 def _use_example() -> None:
     """The chapter's sentence in the sidebar, its pronoun and name in the boxes."""
     st.session_state.update({"sb_text": MARIO, "sb_pair": "", "finder_query": "he",
@@ -39,8 +34,9 @@ attention = inputs.current()
 if attention is None:
     st.stop()
 tokens = attention.tokens
-words = [word.strip() for word in display_tokens(tokens)  # words of this sentence, to suggest
-         if any(c.isalnum() for c in word) and not SPECIAL.fullmatch(word.strip())]
+specials = set(attention.special_positions)  # [CLS], <|endoftext|>: not words to ask about
+words = [word.strip() for position, word in enumerate(display_tokens(tokens))  # to suggest
+         if position not in specials and any(c.isalnum() for c in word)]
 left, right = st.columns(2)
 query_text = left.text_input("Query token", key="finder_query",
                              placeholder=words[-1] if words else "", max_chars=MAX_TEXT_CHARS)

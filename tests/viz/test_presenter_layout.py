@@ -9,7 +9,7 @@ import re
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from viz import style, theme
+from viz import presenter_room, style, theme
 
 LONG = "Mean |q·k| of random standard-normal vectors grows like √d as d grows"
 
@@ -39,7 +39,7 @@ def test_stacked_rows_leave_room_for_the_labels_and_the_next_title():
     layout = shown.layout
     domains = [layout[name].domain for name in ("yaxis", "yaxis2", "yaxis3")]
     plot_px = layout.height - layout.margin.t - layout.margin.b
-    band = theme._tick_band_px(shown, layout.xaxis)
+    band = presenter_room.tick_band_px(shown, layout.xaxis)
     for upper, lower in zip(domains, domains[1:]):
         assert upper[0] > lower[1]  # rows still in order, apart
         assert (upper[0] - lower[1]) * plot_px >= band + style.PRESENTER_FONT_PX
