@@ -27,7 +27,11 @@ once), `figure_image` (SVG, PDF, PNG drawn by Kaleido with the system's Chromium
 Configuration: `settings` (`settings.effective()`: every value in force and its source).
 """
 
-from models.analysis.pooling import pool
+from models.threads import collect_less_often
+
+collect_less_often()  # before the engine's imports (models/threads.py)
+
+from models.analysis.pooling import pool  # noqa: E402
 from models.analysis.rollout import record_rollout
 from models.analysis.statistics import head_statistics
 from models.analysis.summary import summarise_record

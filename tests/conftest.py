@@ -17,7 +17,9 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 import pytest  # noqa: E402
 
-from models.threads import HUGE_PAGES_VARIABLE  # noqa: E402 (light: loads no torch)
+from models.threads import HUGE_PAGES_VARIABLE, collect_less_often  # noqa: E402 (light: no torch)
+
+collect_less_often()  # as the app and the command line do, before torch and the engine import
 
 # torch's large buffers on huge pages in the test processes too, as in the app and the command
 # line (models/threads.py; torch reads it at its first allocation, so before it loads)

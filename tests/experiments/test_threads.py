@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from models import threads
-from models.threads import configure_threads, thread_plan, threads_setting
+from models.threads import (GC_FIRST_GENERATION, configure_threads, thread_plan,
+                            threads_setting)
 
 ROOT = Path(__file__).resolve().parents[2]
 VARIABLES = (threads.SETTING_VARIABLE, threads.THREADS_VARIABLE, threads.WAIT_POLICY_VARIABLE,
@@ -73,19 +74,30 @@ def fresh_interpreter(code: str, **settings: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-REPORT = ("import json, os, sys, torch; print(json.dumps({'threads': torch.get_num_threads(), "
-          "'policy': os.environ.get('OMP_WAIT_POLICY'), 'active': plan.wait_policy_active}))")
+REPORT = ("import gc, json, os, sys, torch; print(json.dumps({'threads': torch.get_num_threads(), "
+          "'policy': os.environ.get('OMP_WAIT_POLICY'), 'active': plan.wait_policy_active, "
+          "'collector': gc.get_threshold()[0]}))")
 
 
 def test_applied_before_torch_loads_the_plan_is_what_torch_and_openmp_run():
     applied = fresh_interpreter(
         "from models.threads import configure_threads\n"
         "plan = configure_threads(sessions=1)\n" + REPORT, ATTENTION_EXPLORER_THREADS="1")
-    assert applied == {"threads": 1, "policy": "PASSIVE", "active": True}
+    assert applied == {"threads": 1, "policy": "PASSIVE", "active": True,
+                       "collector": GC_FIRST_GENERATION}
     late = fresh_interpreter(
         "import torch\nfrom models.threads import configure_threads\n"
         "plan = configure_threads(sessions=1)\n" + REPORT, ATTENTION_EXPLORER_THREADS="1")
-    assert late == {"threads": 1, "policy": None, "active": False}  # said, not pretended
+    assert late == {"threads": 1, "policy": None, "active": False,  # said, not pretended
+                    "collector": GC_FIRST_GENERATION}
+
+
+def test_the_python_api_collects_less_often_before_the_engine_imports():
+    """`import attention_explorer` raises the collector's threshold before torch and the engine
+    import (models/threads.py: a fifth of the imports' time went to the collector's passes)."""
+    report = "import gc, json, sys\nprint(json.dumps([gc.get_threshold()[0], 'torch' in sys.modules]))"
+    assert fresh_interpreter(report) == [700, False]  # Python's own
+    assert fresh_interpreter("import attention_explorer\n" + report) == [GC_FIRST_GENERATION, True]
 
 
 # A 64 MB tensor's memory, looked up in the kernel's own account of this process's mappings:
