@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from transformers import DistilBertConfig, DistilBertModel
 from transformers.models.bert import modeling_bert
 
-from models.hooks import points
+from models.hooks import attention, points
 from models.hooks.run import Run, run_model
 from models.scratch import attention as scratch_attention
 from models.scratch.build import random_encoder
@@ -48,8 +48,11 @@ def hooked_steps_match(walk) -> None:
 
 @pytest.fixture(scope="module")
 def captured_attention(monkeypatch_module):
-    """Wrap BERT's eager attention so the test sees the per-head q, k, v, weights and outputs."""
+    """Wrap BERT's eager attention so the test sees the per-head q, k, v, weights and outputs.
+    A run's attention is otherwise lean_eager (models/hooks/attention.py, the same numbers bit for
+    bit: tests/hooks/test_lean_attention.py); here the model's own function runs, spied on."""
     seen = []
+    monkeypatch_module.setattr(attention, "LEAN_FAMILIES", frozenset())
     original = modeling_bert.eager_attention_forward
 
     def spy(module, query, key, value, attention_mask, **kwargs):
