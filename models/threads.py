@@ -140,9 +140,10 @@ def thread_plan(sessions: int | None = None, cores: int | None = None,
 def configure_threads(sessions: int | None = None, threads: int | None = None) -> ThreadPlan:
     """Apply `thread_plan(sessions, threads=threads)` (see the module docstring): the collector's
     threshold, the wait policy, numpy's BLAS threads and torch's huge pages into the environment
-    when torch has not loaded yet, then torch's intra-op threads. Call it first thing in an entry point; calling it
-    again (an app's rerun) sets torch's threads again. A setting that is not a number of threads
-    is logged in one sentence and dropped (as `auto`), so an entry point still starts."""
+    when torch has not loaded yet, then torch's intra-op threads. Call it first thing in an entry
+    point; calling it again (an app's rerun) sets torch's threads again. A setting that is not a
+    number of threads is logged in one sentence and dropped (as `auto`), so an entry point still
+    starts."""
     try:
         threads_setting()
     except ValueError as error:

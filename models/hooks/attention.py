@@ -50,6 +50,12 @@ def _eager_function(module: nn.Module):
     return sys.modules[type(module).__module__].eager_attention_forward
 
 
+def repeat_kv(states: torch.Tensor, group: int) -> torch.Tensor:
+    """(B, Hkv, T, Dh) -> (B, Hkv * group, T, Dh): each key/value head for the query heads
+    that share it."""
+    return states if group == 1 else states.repeat_interleave(group, dim=1)
+
+
 def lean_eager(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
     """The eager attention of a LEAN_FAMILIES module, its (B, H, Q, K) steps done in place in one
     tensor: (B, Q, H, Dh) context and (B, H, Q, K) weights, bit for bit the family's own. Falls
@@ -75,12 +81,6 @@ def lean_eager(module, query, key, value, attention_mask, scaling, dropout=0.0, 
     torch._softmax(weights, -1, False, out=weights)  # softmax's own kernel, written in place
     context = torch.matmul(weights, repeat_kv(value, group))  # (B, H, Q, Dh)
     return context.transpose(1, 2).contiguous(), weights
-
-
-def repeat_kv(states: torch.Tensor, group: int) -> torch.Tensor:
-    """(B, Hkv, T, Dh) -> (B, Hkv * group, T, Dh): each key/value head for the query heads
-    that share it."""
-    return states if group == 1 else states.repeat_interleave(group, dim=1)
 
 
 def attention_scores(query: torch.Tensor, key: torch.Tensor, scaling: float) -> torch.Tensor:

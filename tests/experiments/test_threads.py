@@ -95,7 +95,8 @@ def test_applied_before_torch_loads_the_plan_is_what_torch_and_openmp_run():
 def test_the_python_api_collects_less_often_before_the_engine_imports():
     """`import attention_explorer` raises the collector's threshold before torch and the engine
     import (models/threads.py: a fifth of the imports' time went to the collector's passes)."""
-    report = "import gc, json, sys\nprint(json.dumps([gc.get_threshold()[0], 'torch' in sys.modules]))"
+    report = ("import gc, json, sys\n"
+              "print(json.dumps([gc.get_threshold()[0], 'torch' in sys.modules]))")
     assert fresh_interpreter(report) == [700, False]  # Python's own
     assert fresh_interpreter("import attention_explorer\n" + report) == [GC_FIRST_GENERATION, True]
 
