@@ -5,6 +5,7 @@
     attention-explorer corpus passages.txt --model encoder --out DIR [--engine ray]
     attention-explorer export --model encoder --text TEXT --view heatmap --format svg --out F
     attention-explorer serve [STREAMLIT OPTIONS]
+    attention-explorer prepare
     attention-explorer config
 
 Each subcommand parses its arguments, calls the engine (models/) and writes the result: the
@@ -92,6 +93,14 @@ def _parser() -> argparse.ArgumentParser:
             "settings (.streamlit/config.toml) and the upload and message limits of the "
             "configuration in force. Every other argument is handed to Streamlit and wins, "
             "e.g. `attention-explorer serve --server.port 8502 --server.headless true`."))
+    commands.add_parser(
+        "prepare", help="build ahead what pages otherwise build on first open",
+        description=(
+            "Fill the cache folder (see `attention-explorer config`) with what the app builds "
+            "the first time a page needs it: the embedded SmolLM2 converted to float32, the "
+            "toy translator trained, the shipped corpus analysed with the default encoder. "
+            "Run it once before a class, on the machine that serves. What is already in the "
+            "cache is checked and kept."))
     commands.add_parser(
         "config", help="print the configuration in force and where each value came from",
         description=(
@@ -246,6 +255,15 @@ def serve_command(arguments: argparse.Namespace) -> None:
     os.execv(command[0], command)  # Streamlit takes this process over (same PID, signals)
 
 
+def prepare_command(arguments: argparse.Namespace) -> None:
+    from models.prepare import prepare
+
+    started = time.monotonic()
+    built = prepare(lambda line: print(f"{PROGRAM}: {line}", file=sys.stderr, flush=True))
+    print(f"{PROGRAM}: the cache holds everything the pages build on first open "
+          f"({len(built)} built now in {time.monotonic() - started:.0f} s)", file=sys.stderr)
+
+
 def _toml_value(value: object) -> str:
     return str(value) if isinstance(value, int) else '"' + str(value).replace('"', '\\"') + '"'
 
@@ -258,9 +276,9 @@ def config_command(arguments: argparse.Namespace) -> None:
         print(f"{line:<{width}}  # {value.source}")
 
 
-ENGINE_COMMANDS = ("patch", "corpus", "export")  # the ones that load a model
+ENGINE_COMMANDS = ("patch", "corpus", "export", "prepare")  # the ones that load a model
 COMMANDS = {"patch": patch_command, "corpus": corpus_command, "export": export_command,
-            "serve": serve_command, "config": config_command}
+            "serve": serve_command, "prepare": prepare_command, "config": config_command}
 
 
 def main(argv: list[str] | None = None) -> int:

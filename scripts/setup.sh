@@ -32,4 +32,11 @@ if [ "${1:-app}" = "test" ]; then
     $sudo_cmd apt-get update -q >/dev/null
     DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q nginx-light >/dev/null
   fi
+  # What pages build on their first open (the converted SmolLM2, the toy translator, the shipped
+  # corpus's analysis), built once into the tests' cache (tests/conftest.py), as a lecturer
+  # prepares before class: the browser tests then time pages, not a one-off conversion. The
+  # first-open paths themselves are tested on empty caches (tests/pages/test_progress_texts.py,
+  # tests/loading/test_decoder.py, tests/corpus/test_page_and_viz.py).
+  ATTENTION_EXPLORER_CACHE="${ATTENTION_EXPLORER_CACHE:-$PWD/.cache/attention-explorer}" \
+    HF_HUB_OFFLINE=1 TQDM_DISABLE=1 .venv/bin/attention-explorer prepare
 fi

@@ -10,7 +10,6 @@ on the server.
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import threading
 import time
@@ -23,10 +22,11 @@ import streamlit as st
 from models.corpus.job import is_finished, run_corpus
 from models.corpus.layout import heads_layout, points_layout
 from models.corpus.reading import CorpusInputError
+from models.corpus import shipped
+from models.corpus.shipped import UPLOADS, analyses_root, content_name
 from models.corpus.result import CorpusResult
 from models.errors import ModelLoadError
 from models.limits import CORPUS_KEPT_ANALYSES, CORPUS_UPLOAD_BYTES, CORPUS_UPLOAD_PASSAGES, MIB
-from models.loading.conversion_cache import cache_root
 from models.loading.decoder import DEFAULT_DECODER
 from models.loading.pretrained import DEFAULT_MODEL
 from models.loading.source import ModelSource
@@ -36,13 +36,7 @@ from ui import cache
 from ui.byte_caches import kept
 from ui.text import plain
 
-DEFAULT_CORPUS = Path(__file__).resolve().parents[1] / "data" / "corpus.txt"
-UPLOADS = "uploads"
 _ONE_AT_A_TIME = threading.Lock()
-
-
-def analyses_root() -> Path:
-    return cache_root() / "corpus"
 
 
 def _prune(keep: Path) -> None:
@@ -80,20 +74,15 @@ def _analysed(corpus: Path, folder: Path, message: str, most: int | None = None,
     return CorpusResult.open(folder)
 
 
-def _name(corpus_bytes: bytes) -> str:
-    return hashlib.sha256(corpus_bytes).hexdigest()[:16]
-
-
 def upload_key(name: str, data: bytes) -> str:
     """What an upload's analysis is kept under: its name and content (the analysis names the
     file as it was uploaded, so the same bytes under another name are another analysis)."""
-    return f"upload-{_name(name.encode('utf-8') + b'/' + data)}"
+    return f"upload-{content_name(name.encode('utf-8') + b'/' + data)}"
 
 
 def default_result() -> CorpusResult | None:
     """The shipped corpus analysed with the default model (computed on first open)."""
-    folder = analyses_root() / f"default-{_name(DEFAULT_CORPUS.read_bytes())}"
-    return _shown(lambda: _analysed(DEFAULT_CORPUS, folder,
+    return _shown(lambda: _analysed(shipped.SHIPPED_CORPUS, shipped.shipped_folder(),
                                     "Analysing the shipped corpus (once per server)"))
 
 

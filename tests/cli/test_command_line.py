@@ -20,7 +20,7 @@ from viz.export import head_csv
 from viz.style import FIGURE_TEXT_COLOR
 
 ROOT = Path(__file__).resolve().parents[2]
-SUBCOMMANDS = ("serve", "export", "corpus", "patch", "config")
+SUBCOMMANDS = ("serve", "export", "corpus", "patch", "prepare", "config")
 TEXT = "The zebra grazed quietly."
 
 

@@ -10,15 +10,15 @@ import pytest
 
 from tests.app_support import APP, TIMEOUT_S, array, assert_no_failure, figures, shown, texts
 from tests.corpus.support import PASSAGES, write_lines
-from ui import corpus_cache
+from models.corpus import shipped
 from viz.corpus import (BY_LABEL, BY_TOKEN, MAP_FRAME_PX, MAP_PX, MAP_ROW_PX, heads_layout_figure,
                         measure_map, points_figure)
 
 
 @pytest.fixture
 def small_shipped_corpus(tmp_path, monkeypatch):
-    monkeypatch.setattr(corpus_cache, "DEFAULT_CORPUS", write_lines(tmp_path))
-    monkeypatch.setattr(corpus_cache, "analyses_root", lambda: tmp_path / "analyses")
+    monkeypatch.setattr(shipped, "SHIPPED_CORPUS", write_lines(tmp_path))
+    monkeypatch.setenv("ATTENTION_EXPLORER_CACHE", str(tmp_path / "cache"))
     return tmp_path
 
 
@@ -114,7 +114,7 @@ def test_the_model_label_and_corpus_name_are_shown_as_typed(small_shipped_corpus
     at.switch_page("pages/corpus.py")
     at.run()
     assert_no_failure(at)
-    (summary_path,) = (small_shipped_corpus / "analyses").rglob("corpus.json")
+    (summary_path,) = (small_shipped_corpus / "cache" / "corpus").rglob("corpus.json")
     summary = json.loads(summary_path.read_text(encoding="utf-8"))
     summary["model"]["label"] = "**bold** [a link](http://example.org) _x_"
     summary_path.write_text(json.dumps(summary), encoding="utf-8")
