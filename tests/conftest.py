@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -36,6 +37,21 @@ def default_model() -> LoadedModel:
     the tests fail with that message rather than skip.
     """
     return load_pretrained(DEFAULT_MODEL)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def installed_components_scanned_once():
+    """Every new AppTest has Streamlit scan every installed package's metadata for components
+    (streamlit.components.v2.manifest_scanner: about 190 packages, 0.13 s a scan); the packages
+    do not change during a run, so each test process scans once. A served app scans once at its
+    start, as before. (In a profile of tests/pages/test_lessons.py: 15 of its 38 s of
+    processor time.)"""
+    from streamlit.components.v2 import manifest_scanner
+
+    scan = manifest_scanner.scan_component_manifests
+    manifest_scanner.scan_component_manifests = functools.cache(scan)
+    yield
+    manifest_scanner.scan_component_manifests = scan
 
 
 @pytest.fixture(scope="session")
