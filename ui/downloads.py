@@ -75,7 +75,13 @@ def _small_digest(*values) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _megabytes(size: int) -> str:
+def readable_size(size: int) -> str:
+    """A file's size as a link shows it: bytes under 1 kB (a short sentence's CSV is a few
+    hundred: never "0 kB"), one decimal under 10 kB, then whole kB, then MB."""
+    if size < 1_000:
+        return f"{size:,} bytes"
+    if size < 10_000:
+        return f"{size / 1e3:.1f} kB"
     return f"{size / 1e6:.1f} MB" if size >= 100_000 else f"{size / 1e3:.0f} kB"
 
 
@@ -85,7 +91,7 @@ def _link(found: ExportFile, export: Export) -> str:
     text = html.escape(export.label[:1].upper() + export.label[1:])
     title = html.escape(f"{found.file_name}: {export.help}")
     return (f'<a href="{html.escape(found.url)}" download="{html.escape(found.file_name)}" '
-            f'target="_self" title="{title}">⬇ {text}</a> ({_megabytes(found.size)})')
+            f'target="_self" title="{title}">⬇ {text}</a> ({readable_size(found.size)})')
 
 
 def _store_key(digest: str, export: Export) -> tuple:
@@ -108,12 +114,12 @@ def offer(export: Export, key: str, container=st) -> None:
         if found is None and export.bound <= CHEAP_EXPORT_BYTES and not export.on_request:
             found = _prepare(export)
         elif found is None and slot.button(f"Prepare {export.label}", key=key, help=export.help):
-            most = _megabytes(min(export.bound, MAX_EXPORT_BYTES))
+            most = readable_size(min(export.bound, MAX_EXPORT_BYTES))
             with container.spinner(f"Writing {export.file_name} (at most {most})…"):
                 found = _prepare(export)
     except ExportTooLarge:
         slot.warning(f"{export.file_name} would be larger than "
-                     f"{_megabytes(MAX_EXPORT_BYTES)}, the most a download may be.")
+                     f"{readable_size(MAX_EXPORT_BYTES)}, the most a download may be.")
         return
     if found is not None:
         slot.html(_link(found, export))  # not markdown: no HTML parser loaded in the browser
