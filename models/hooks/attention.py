@@ -56,6 +56,13 @@ def repeat_kv(states: torch.Tensor, group: int) -> torch.Tensor:
     return states if group == 1 else states.repeat_interleave(group, dim=1)
 
 
+def attention_scores(query: torch.Tensor, key: torch.Tensor, scaling: float) -> torch.Tensor:
+    """(B, H, Q, K) q.k times the scaling, as eager attention computes it (scaled in place: the
+    same numbers as `* scaling`, one tensor; the product's gradient needs q and k, not itself)."""
+    key = repeat_kv(key, query.size(1) // key.size(1))  # (B, H, K, Dh)
+    return torch.matmul(query, key.transpose(2, 3)).mul_(scaling)  # (B, H, Q, K)
+
+
 def lean_eager(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
     """The eager attention of a LEAN_FAMILIES module, its (B, H, Q, K) steps done in place in one
     tensor: (B, Q, H, Dh) context and (B, H, Q, K) weights, bit for bit the family's own. Falls
@@ -73,20 +80,12 @@ def lean_eager(module, query, key, value, attention_mask, scaling, dropout=0.0, 
                      **kwargs)
     if scaling is None:
         scaling = query.size(-1) ** -0.5
-    group = heads // key.size(1)
-    weights = torch.matmul(query, repeat_kv(key, group).transpose(2, 3))  # (B, H, Q, K)
-    weights.mul_(scaling)
+    weights = attention_scores(query, key, scaling)  # (B, H, Q, K), one new tensor
     if attention_mask is not None:
         weights.add_(attention_mask)
     torch._softmax(weights, -1, False, out=weights)  # softmax's own kernel, written in place
-    context = torch.matmul(weights, repeat_kv(value, group))  # (B, H, Q, Dh)
+    context = torch.matmul(weights, repeat_kv(value, heads // value.size(1)))  # (B, H, Q, Dh)
     return context.transpose(1, 2).contiguous(), weights
-
-
-def attention_scores(query: torch.Tensor, key: torch.Tensor, scaling: float) -> torch.Tensor:
-    """(B, H, Q, K) q.k times the scaling, as eager attention computes it."""
-    key = repeat_kv(key, query.size(1) // key.size(1))  # (B, H, K, Dh)
-    return torch.matmul(query, key.transpose(2, 3)) * scaling  # (B, H, Q, K)
 
 
 def _additive(mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
