@@ -4,8 +4,9 @@ maps handed to the app's reducers and let go.
 `measure_batch` is the whole of a batch's work, and the only one: the in-process job calls it
 batch after batch, and each Ray actor calls it on the batches it is given
 (models.corpus.ray_engine). Each passage comes with the tokens the plan made (exactly as the app
-tokenizes one input, `loaded.encode`, so it is tokenized once per job), padded on the right; the forward is the app's streamed run
-(models.hooks.capture.run_streamed), so at most one layer's (B, H, T, T) maps exist at a time.
+tokenizes one input, `loaded.encode`, so it is tokenized once per job), padded on the right;
+the forward is the app's streamed run (models.hooks.capture.run_streamed), so at most one
+layer's (B, H, T, T) maps exist at a time.
 Each layer goes to the Statistics and Detectors reducers of models/analysis (the numbers the app
 shows for one input; both read one pass over the maps, models.analysis.layer_pass, as the app's
 Summary does), to the head distances and to the embedding sampler.

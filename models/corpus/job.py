@@ -182,17 +182,21 @@ def run_corpus(corpus_path: Path | str, out: Path | str, model: str = "encoder",
 
     if remaining:
         writer = BlockWriter(work)
-        if engine == LOCAL:
-            with batch_heap():  # a batch's blocks reused within it (models.corpus.heap)
-                for batch in planned_batches(work, remaining):
-                    writer.add(measure_batch(loaded, batch, setup))
-                    release_slack()  # what the batch freed, beyond a bounded slack
-                    measured(len(batch))
-        else:
-            from models.corpus.ray_engine import run_on_ray
+        try:
+            if engine == LOCAL:
+                with batch_heap():  # a batch's blocks reused within it (models.corpus.heap)
+                    for batch in planned_batches(work, remaining):
+                        writer.add(measure_batch(loaded, batch, setup))
+                        release_slack()  # what the batch freed, beyond a bounded slack
+                        measured(len(batch))
+            else:
+                from models.corpus.ray_engine import run_on_ray
 
-            run_on_ray(model, work, remaining, setup, writer, measured, ray_address, actors)
-        writer.flush()
+                run_on_ray(model, work, remaining, setup, writer, measured, ray_address,
+                           actors)
+            writer.flush()
+        finally:
+            writer.close()
     summary = {"job": identity, "app_version": app_version(), "engine": engine,
                "model": {**identity["model"], "causal": bool(loaded.causal),
                          **asdict(plan.shape)},

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 
 import numpy as np
 import pandas as pd
@@ -197,3 +198,32 @@ def test_an_interrupted_job_resumes_to_the_same_files(tmp_path, encoder_runner, 
     again = run_corpus(corpus, resumed, loaded=encoder_runner, settings=settings)
     assert again == json.loads((resumed / "corpus.json").read_text())  # finished: read back
     assert numeric(tables(resumed)["heads"]).shape[0] == 72
+
+
+def test_a_sample_that_cannot_be_written_stops_the_job(tmp_path, encoder_runner, monkeypatch):
+    """The embedding sample is written by a writer thread while the next batch is measured; a
+    write that fails there stops the job with its own error, and no block looks complete."""
+    from models.corpus import blocks
+
+    corpus = write_lines(tmp_path)
+    appended = []
+
+    def full_disk(self, part):
+        appended.append(threading.current_thread().name)
+        if len(appended) == 3:  # the second batch's queries
+            raise OSError(28, "No space left on device")
+        return original(self, part)
+
+    original = blocks.GrowingArray.append
+    monkeypatch.setattr(blocks.GrowingArray, "append", full_disk)
+    done = []
+    with pytest.raises(OSError, match="No space left"):
+        run_corpus(corpus, tmp_path / "out", loaded=encoder_runner,
+                   settings=JobSettings(batch_size=2), progress=lambda s: done.append(s.done))
+    assert done and done[-1] < len(PASSAGES)  # stopped part-way, not at the end
+    work = tmp_path / "out" / ".work"
+    assert not (tmp_path / "out" / "corpus.json").exists()
+    assert [p.name for p in (work / "blocks").iterdir()] == ["000000.partial"]
+    assert all(name.startswith("corpus-writer") for name in appended)  # not the job's thread
+    assert not [thread for thread in threading.enumerate()
+                if thread.name.startswith("corpus-writer")]  # the writer thread is stopped
