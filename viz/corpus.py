@@ -78,8 +78,10 @@ def heads_layout_figure(positions: np.ndarray, heads: pd.DataFrame,
                 hovertemplate="%{text}<extra></extra>"))
     else:
         raise ValueError(f"colour the heads by one of {HEAD_COLOURINGS}")
-    figure.update_layout(title="Heads placed by how alike they attend (MDS of Jensen–Shannon "
-                               "distances)", height=LAYOUT_PX, font=FONT, margin=MARGIN,
+    # one line in the page's two-thirds column at presenter size; the caption beside it says
+    # what "alike" is (the Jensen–Shannon distance) and how they are placed (MDS)
+    figure.update_layout(title="Heads placed by likeness (MDS)",
+                         height=LAYOUT_PX, font=FONT, margin=MARGIN,
                          xaxis=dict(showticklabels=False, title=""),
                          yaxis=dict(showticklabels=False, title="", scaleanchor="x"))
     return figure
@@ -119,8 +121,9 @@ def points_figure(plane: np.ndarray, tokens, passages, positions, layer: int, he
         figure.add_trace(trace)
     else:
         raise ValueError(f"colour the points by one of {POINT_COLOURINGS}")
-    figure.update_layout(title=f"Layer {layer} · head {head}: {count:,} queries and {count:,} "
-                               "keys in one plane", height=POINTS_PX, font=FONT, margin=MARGIN,
+    # one line at presenter size: the legend says queries and keys, the caption how many
+    figure.update_layout(title=f"Layer {layer} · head {head}: {count:,} tokens",
+                         height=POINTS_PX, font=FONT, margin=MARGIN,
                          xaxis=dict(showticklabels=False, title=""),
                          yaxis=dict(showticklabels=False, title="", scaleanchor="x"),
                          legend=dict(itemsizing="constant"))
