@@ -287,6 +287,10 @@ def main(argv: list[str] | None = None) -> int:
     if rest and arguments.command != "serve":
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     arguments.streamlit_options = rest
+    if arguments.command in ENGINE_COMMANDS:
+        # tqdm bars drawn by libraries (transformers' GGUF conversion calls tqdm itself): the
+        # commands say their own progress in lines; tqdm reads this once, when imported
+        os.environ.setdefault("TQDM_DISABLE", "1")
     try:
         settings.check()
         if arguments.command in ENGINE_COMMANDS:

@@ -5,6 +5,11 @@ the decoder loader, the encoder-decoder page and the Corpus page look for them."
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from cli import main as cli
@@ -70,3 +75,23 @@ def test_the_command_fills_the_cache_the_pages_read(capsys):
     passages = [line for line in SHIPPED_CORPUS.read_text(encoding="utf-8").splitlines()
                 if line.strip()]
     assert result.summary["corpus"]["passages"] == len(passages)
+
+
+def test_a_librarys_own_progress_bar_stays_out_of_the_commands_output():
+    """transformers' GGUF conversion (prepare's first part) draws a tqdm bar of its own, which
+    transformers' switch does not reach: a command that loads a model prints its own lines only.
+    Run in a fresh interpreter (tqdm reads its settings once, when imported), with a command
+    that draws such a bar where prepare's conversion would."""
+    script = ("import sys\nfrom cli import main as cli\n"
+              "def bar(arguments):\n"
+              "    from tqdm import tqdm\n"
+              "    for _ in tqdm(range(3), desc='Converting tensors'):\n"
+              "        pass\n"
+              "cli.COMMANDS['prepare'] = bar\n"
+              "sys.exit(cli.main(['prepare']))\n")
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True,
+                          text=True, timeout=120,
+                          env={k: v for k, v in os.environ.items() if k != "TQDM_DISABLE"})
+    assert done.returncode == 0, done.stderr
+    assert "Converting tensors" not in done.stderr + done.stdout
