@@ -195,11 +195,18 @@ class BlockWriter:
         if pending is not None:
             pending.result()
 
-    def close(self) -> None:
+    def close(self, quiet: bool = False) -> None:
         """Wait for the sample being written and stop the writer thread (a finished job's
-        blocks are flushed first; after an error, the partial block stays partial)."""
+        blocks are flushed first; after an error, the partial block stays partial). `quiet`:
+        the job is already failing with its own error, the one to report; the write's is
+        dropped."""
         try:
-            self._wait()
+            if quiet:
+                pending, self._pending = self._pending, None
+                if pending is not None:
+                    pending.exception()  # waits; the error, if any, is not raised
+            else:
+                self._wait()
         finally:
             if self._thread is not None:
                 self._thread.shutdown()

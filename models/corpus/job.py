@@ -195,8 +195,10 @@ def run_corpus(corpus_path: Path | str, out: Path | str, model: str = "encoder",
                 run_on_ray(model, work, remaining, setup, writer, measured, ray_address,
                            actors)
             writer.flush()
-        finally:
-            writer.close()
+        except BaseException:
+            writer.close(quiet=True)  # the job's own error is the one reported
+            raise
+        writer.close()
     summary = {"job": identity, "app_version": app_version(), "engine": engine,
                "model": {**identity["model"], "causal": bool(loaded.causal),
                          **asdict(plan.shape)},

@@ -227,3 +227,32 @@ def test_a_sample_that_cannot_be_written_stops_the_job(tmp_path, encoder_runner,
     assert all(name.startswith("corpus-writer") for name in appended)  # not the job's thread
     assert not [thread for thread in threading.enumerate()
                 if thread.name.startswith("corpus-writer")]  # the writer thread is stopped
+
+
+def test_a_job_failing_while_a_sample_is_written_reports_its_own_error(tmp_path, encoder_runner,
+                                                                        monkeypatch):
+    """The first batch's sample fails to be written while the second batch fails to be measured:
+    the job reports the measuring's error (the one that stopped it), not the write's."""
+    from models.corpus import blocks
+    from models.corpus import job as jobs
+
+    def full_disk(self, part):
+        raise OSError(28, "No space left on device")
+
+    measured = []
+    original = jobs.measure_batch
+
+    def second_fails(loaded, batch, setup):
+        measured.append(batch.number)
+        if len(measured) == 2:
+            raise Interrupted()
+        return original(loaded, batch, setup)
+
+    monkeypatch.setattr(blocks.GrowingArray, "append", full_disk)
+    monkeypatch.setattr(jobs, "measure_batch", second_fails)
+    with pytest.raises(Interrupted):
+        run_corpus(write_lines(tmp_path), tmp_path / "out", loaded=encoder_runner,
+                   settings=JobSettings(batch_size=2))
+    assert len(measured) == 2
+    assert not [thread for thread in threading.enumerate()
+                if thread.name.startswith("corpus-writer")]
