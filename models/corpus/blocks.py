@@ -12,7 +12,7 @@ A batch's embedding sample (its largest output: a 200-passage MiniLM job writes 
 vectors) is written by one writer thread while the next batch is measured: the writing is the
 kernel's copying, about a tenth of the job's time here, and it overlaps the forward instead of
 adding to it. At most one batch's sample waits to be written; an error in writing it is raised
-by the next `add`, `flush` or `close`.
+by the next `add`, `flush` or `close` (not by a `close` on the way out of the job's own error).
 """
 
 from __future__ import annotations
@@ -189,11 +189,12 @@ class BlockWriter:
         self._pending = self._thread.submit(self._write_points, result.points)
         self._parts += 1
 
-    def _wait(self) -> None:
-        """Wait for the batch sample being written; raise what writing it raised."""
+    def _wait(self, raising: bool = True) -> None:
+        """Wait for the batch sample being written; raise what writing it raised (`raising`)."""
         pending, self._pending = self._pending, None
-        if pending is not None:
-            pending.result()
+        error = None if pending is None else pending.exception()  # waits
+        if error is not None and raising:
+            raise error
 
     def close(self, quiet: bool = False) -> None:
         """Wait for the sample being written and stop the writer thread (a finished job's
@@ -201,12 +202,7 @@ class BlockWriter:
         the job is already failing with its own error, the one to report; the write's is
         dropped."""
         try:
-            if quiet:
-                pending, self._pending = self._pending, None
-                if pending is not None:
-                    pending.exception()  # waits; the error, if any, is not raised
-            else:
-                self._wait()
+            self._wait(raising=not quiet)
         finally:
             if self._thread is not None:
                 self._thread.shutdown()
