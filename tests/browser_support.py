@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -70,10 +73,9 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-@contextlib.contextmanager
-def served_app(script: Path | None = None, **environment: str):
-    """`streamlit run app.py` (or `script`) on loopback, with `environment` added to this
-    process's; yields its URL and stops it afterwards."""
+def start_app(script: Path | None = None, **environment: str) -> tuple[subprocess.Popen, str]:
+    """Start `streamlit run app.py` (or `script`) on loopback, with `environment` added to this
+    process's, and wait until it answers; returns the process and its URL."""
     port = _free_port()
     command = [sys.executable, "-m", "streamlit", "run", str(script or ROOT / "app.py"),
                "--server.headless", "true", "--server.address", "127.0.0.1",
@@ -91,19 +93,61 @@ def served_app(script: Path | None = None, **environment: str):
             try:
                 with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
                     if response.status == 200:
-                        break
+                        return process, url
             except OSError:
                 pass
             if time.monotonic() > deadline:
                 raise RuntimeError(f"streamlit did not answer within {START_TIMEOUT_S} s")
             time.sleep(0.3)
+    except BaseException:
+        stop_app(process.pid)
+        raise
+
+
+def stop_app(pid: int) -> None:
+    """Stop a served app (SIGTERM, then SIGKILL after 15 s), whoever started it."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            with contextlib.suppress(ChildProcessError):
+                if os.waitpid(pid, os.WNOHANG) != (0, 0):
+                    return  # this process's child, reaped
+            os.kill(pid, 0)  # raises once another process's child has gone
+            time.sleep(0.1)
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+@contextlib.contextmanager
+def served_app(script: Path | None = None, **environment: str):
+    """A served app of this test's own (see `start_app`); yields its URL and stops it."""
+    process, url = start_app(script, **environment)
+    try:
         yield url
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop_app(process.pid)
+
+
+def shared_app_url(record: Path) -> str:
+    """The URL of the one app served for every test process of a run: the first process to ask
+    starts it and writes `record` (its URL and process id); the others read it. The pytest process
+    that created `record`'s folder stops it at the end of the run (tests/conftest.py). Every
+    browser test opens its own Streamlit sessions, so they share the server as a class does, and a
+    view one process computed is cached for the other."""
+    with open(record.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if record.exists():
+            return json.loads(record.read_text())["url"]
+        process, url = start_app()
+        record.write_text(json.dumps({"url": url, "pid": process.pid}))
+        return url
+
+
+def stop_shared_app(record: Path) -> None:
+    if record.exists():
+        stop_app(json.loads(record.read_text())["pid"])
 
 
 @contextlib.contextmanager

@@ -62,14 +62,40 @@ def smollm2_model() -> LoadedModel:
     return load_decoder()
 
 
+SHARED_APP = "ATTENTION_EXPLORER_TEST_APP"  # the shared app's record, set for the workers
+APP_FOLDER = pytest.StashKey[str]()  # the record's folder, in the process that made it
+
+
 @pytest.fixture(scope="session")
 def app_url():
-    """`streamlit run app.py` on loopback, one server for the session (each pytest-xdist worker
-    has its own), shared by the browser test modules (tests/browser_support.py)."""
-    from tests.browser_support import served_app
+    """`streamlit run app.py` on loopback, one server for the whole run, shared by the browser test
+    modules of every pytest-xdist worker (tests/browser_support.py `shared_app_url`): each server
+    a worker used to start loaded the models and computed the same views again."""
+    from tests.browser_support import shared_app_url
 
-    with served_app() as url:
-        yield url
+    return shared_app_url(Path(os.environ[SHARED_APP]))
+
+
+def pytest_configure(config):
+    """The run's first process (the xdist controller, or the only process) names the shared app's
+    record before any worker starts; the workers inherit it."""
+    if SHARED_APP not in os.environ:
+        import tempfile
+
+        folder = tempfile.mkdtemp(prefix="explorer-app-")
+        os.environ[SHARED_APP] = str(Path(folder) / "app.json")
+        config.stash[APP_FOLDER] = folder
+
+
+def pytest_unconfigure(config):
+    folder = config.stash.get(APP_FOLDER, None)
+    if folder is not None:
+        import shutil
+
+        from tests.browser_support import stop_shared_app
+
+        stop_shared_app(Path(os.environ.pop(SHARED_APP)))
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
