@@ -20,6 +20,9 @@ intro.markdown(
     "One sentence shows what a head did once; what a head *does* shows over many passages "
     "(Clark et al. 2019, *What Does BERT Look At?*). Every head is measured on every passage "
     "with the same statistics and detectors as the other pages, then averaged.")
+# The map's own choice first, under the introduction, where a projector's first screen shows it
+# beside the map; the corpus it reads below it.
+measure_slot = intro.container()
 source = intro.radio(
     "Corpus", (SHIPPED, UPLOAD, FOLDER), key="corpus_source",
     help="The command line runs the same job on any corpus, in this process or on a Ray "
@@ -49,10 +52,10 @@ if result is not None:
                   f"{corpus_cache.timestamp(result)}.{cut}")
     shape = result.shape
 
-    measure = intro.selectbox("Measure", MEASURES, key="corpus_measure",
-                              help="Each cell is one head's mean over the passages; hover for "
-                                   "its standard deviation.")
-    intro.caption(MEASURE_HELP[measure])
+    measure = measure_slot.selectbox("Measure", MEASURES, key="corpus_measure",
+                                     help="Each cell is one head's mean over the passages; hover "
+                                          "for its standard deviation.")
+    measure_slot.caption(MEASURE_HELP[measure])
     charts.show(measure_map(result.heads, measure), key="corpus_map", container=picture)
 
     st.subheader("Heads that attend alike")

@@ -1,9 +1,9 @@
 """The Corpus page in Chromium: a small uploaded corpus is analysed on the server with the
 embedded encoder, and the layer x head map it draws holds the numbers the in-process job writes
 to heads.parquet for the same file; a file without a text column gets one sentence. Both name
-the file as it was uploaded, never the copy the server keeps. Opened on a projector's 1280 x 720
-screen, the page's map of the shipped corpus is wholly on the first screen, beside its
-introduction."""
+the file as it was uploaded, never the copy the server keeps. Opened in presenter mode on a
+projector's 1280 x 720 screen, the page's map of the shipped corpus and the choice of its measure
+are wholly on the first screen, beside its introduction."""
 
 from __future__ import annotations
 
@@ -68,12 +68,17 @@ def test_an_uploaded_corpus_is_analysed_and_drawn_with_the_job_numbers(app_url, 
 
     viewport = page.viewport_size
     page.set_viewport_size(PROJECTOR)
-    visit(page, app_url, "corpus", "Corpus: every head over many passages")
+    visit(page, app_url, "corpus?present=true", "Corpus: every head over many passages")
     chart = page.locator(".st-key-corpus_map .js-plotly-plot")
     chart.locator(".main-svg").first.wait_for(timeout=180_000)
     wait_idle(page)
-    box = chart.bounding_box()  # before any scrolling
+    box = chart.bounding_box()  # before any scrolling, in presenter mode's larger text
     assert box is not None and box["y"] >= 0 and box["height"] > 300, box
+    assert box["y"] + box["height"] <= PROJECTOR["height"], box
+    choice = page.get_by_label("Measure", exact=True)  # the map's own choice, beside it
+    choice.wait_for()
+    box = choice.bounding_box()
+    assert box is not None and box["y"] >= 0, box
     assert box["y"] + box["height"] <= PROJECTOR["height"], box
     page.set_viewport_size(viewport)
     page.get_by_text("Upload a corpus", exact=True).click()
