@@ -146,6 +146,7 @@ def shared_app_url(record: Path) -> str:
 
 
 def stop_shared_app(record: Path) -> None:
+    """Stop the run's shared app, if a test process started one (`shared_app_url`)."""
     if record.exists():
         stop_app(json.loads(record.read_text())["pid"])
 
