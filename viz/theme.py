@@ -17,6 +17,19 @@ from viz.style import (FIGURE_TEXT_COLOR, PALETTES, PRESENTER_AXIS_TITLE_CHARS,
                        wrapped)
 
 
+def untouched_copy(figure: go.Figure) -> go.Figure:
+    """A copy of `figure` made by only reading it. Plotly's own copy, go.Figure(figure), takes
+    each trace's "type" out of the original's properties and puts it back (plotly 7.1,
+    _plotly_utils.basevalidators.BaseDataValidator.validate_coerce); a figure shared between
+    sessions (ui/kept.py) that another session serialises meanwhile raised "dictionary changed
+    size during iteration" on the server (two sessions opening the attention maps at once), and
+    could be read without its type. This copy is built from deep copies of the traces', layout's
+    and frames' properties instead (their public to_plotly_json)."""
+    return go.Figure(data=[trace.to_plotly_json() for trace in figure.data],
+                     layout=figure.layout.to_plotly_json(),
+                     frames=[frame.to_plotly_json() for frame in figure.frames])
+
+
 def themed(figure: go.Figure, presenter: bool, palette: str = STANDARD_PALETTE) -> go.Figure:
     """A copy of `figure` in presenter style (large dark text) and/or the colour-blind-safe
     palette; the figure itself is returned when neither is asked for."""
@@ -24,7 +37,7 @@ def themed(figure: go.Figure, presenter: bool, palette: str = STANDARD_PALETTE) 
         raise ValueError(f"Unknown palette {palette!r}; choose one of {', '.join(PALETTES)}.")
     if not presenter and palette == STANDARD_PALETTE:
         return figure
-    result = go.Figure(figure)
+    result = untouched_copy(figure)
     if presenter:
         _presenter_text(result)
     if palette == SAFE_PALETTE:
@@ -44,7 +57,7 @@ def readable_text(figure: go.Figure) -> go.Figure:
     mode's, a figure's own) stay, and so do titles (Streamlit draws them in its heading colour)
     and text written on cells and bars. A colour bar's title without a side of its own runs
     along the bar's right, clear of its tick labels."""
-    result = go.Figure(figure)
+    result = untouched_copy(figure)
     layout = result.layout
     layout.font.color = layout.font.color or FIGURE_TEXT_COLOR
     layout.legend.font.color = layout.legend.font.color or FIGURE_TEXT_COLOR
