@@ -188,6 +188,59 @@ def guard_requests(page) -> list[str]:
     return outside
 
 
+class ProcessChromium:
+    """One headless Chromium for a test process's browser tests, and one tab they share, started
+    when a test first asks and closed before a test that does not use them (tests/conftest.py).
+    The browser tests run first, one after another on each pytest-xdist worker, alternating
+    between modules: a Chromium and a tab per module meant a launch (1.4 s of processor time) and
+    a new tab's first page (3.5 s more than the same tab's next one) about twenty times per
+    worker. It is closed before the other tests because Playwright's sync API holds an event
+    loop while it lives, which asyncio code in those tests cannot share; a browser test among
+    them starts it again.
+
+    The shared tab starts each test with its storage cleared and no request listed outside
+    (`tab.outside_requests`); a test that fails leaves it closed, so the next starts afresh."""
+
+    def __init__(self) -> None:
+        self._stack: contextlib.ExitStack | None = None
+        self._browser = None
+        self._tab = None
+
+    def browser(self):
+        """The process's Chromium, launched now if it is not running."""
+        if self._browser is None:
+            stack = contextlib.ExitStack()
+            self._browser = stack.enter_context(launch_chromium())
+            self._stack = stack
+        return self._browser
+
+    def tab(self):
+        """The shared tab, ready for a new test: a 1280 x 720 tab of its own context whose
+        requests leaving the machine are aborted and listed in `tab.outside_requests`."""
+        if self._tab is None or self._tab.is_closed():
+            tab = self.browser().new_context().new_page()
+            tab.outside_requests = guard_requests(tab)
+            self._tab = tab
+        elif self._tab.url.startswith("http"):  # the last test's page: forget what it stored
+            self._tab.evaluate("() => { localStorage.clear(); sessionStorage.clear(); }")
+        self._tab.outside_requests.clear()
+        return self._tab
+
+    def drop_tab(self) -> None:
+        """Close the shared tab (after a failure: the next test opens a new one)."""
+        if self._tab is not None:
+            tab, self._tab = self._tab, None
+            with contextlib.suppress(Exception):  # a browser that died has closed it already
+                tab.context.close()
+
+    def close(self) -> None:
+        """Close the tab and Chromium, if running."""
+        self.drop_tab()
+        if self._stack is not None:
+            stack, self._stack, self._browser = self._stack, None, None
+            stack.close()
+
+
 def set_sidebar_text(page, text: str) -> None:
     box = page.get_by_label("Sentence", exact=True)
     box.fill(text)

@@ -98,36 +98,52 @@ def pytest_unconfigure(config):
         shutil.rmtree(folder, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
-def browser():
-    """Headless Chromium, offline (tests/browser_support.py), one per test module (Playwright's
-    sync API holds an event loop while it lives, which asyncio code in other modules cannot share);
-    each test opens its own context."""
-    from tests.browser_support import launch_chromium
-
-    with launch_chromium() as chromium:
-        yield chromium
+PROCESS_CHROMIUM = None  # this process's ProcessChromium (tests/browser_support.py), once used
 
 
-@pytest.fixture(scope="module")
-def _shared_tab(browser):
-    from tests.browser_support import guard_requests
+def process_chromium():
+    global PROCESS_CHROMIUM
+    if PROCESS_CHROMIUM is None:
+        from tests.browser_support import ProcessChromium
 
-    context = browser.new_context()
-    tab = context.new_page()
-    tab.outside_requests = guard_requests(tab)
-    yield tab
-    context.close()
+        PROCESS_CHROMIUM = ProcessChromium()
+    return PROCESS_CHROMIUM
 
 
 @pytest.fixture
-def module_tab(_shared_tab):
-    """One browser tab for a module's tests, each opening its page anew (a new Streamlit
-    session); `tab.outside_requests` lists the requests that tried to leave the machine (cleared
-    for each test). A new tab costs Chromium about 4.5 s of processor time to load the app's
-    scripts again, the same tab about 1.8 s, and the suite is bound by its processors."""
-    _shared_tab.outside_requests.clear()
-    return _shared_tab
+def browser():
+    """Headless Chromium, offline (tests/browser_support.py): one per test process, kept while
+    browser tests follow one another and closed before any other test (`ProcessChromium`); each
+    test that needs a fresh state opens its own context."""
+    return process_chromium().browser()
+
+
+@pytest.fixture
+def shared_tab(browser):
+    """The test process's one browser tab, each test opening its page anew (a new Streamlit
+    session) with the tab's storage cleared; `tab.outside_requests` lists the requests that tried
+    to leave the machine (empty at the start of each test). A new tab costs Chromium about 4.5 s
+    of processor time to load the app's scripts again, the same tab about 1.8 s, and the suite
+    is bound by its processors."""
+    return process_chromium().tab()
+
+
+def pytest_runtest_setup(item):
+    if "browser" not in item.fixturenames and PROCESS_CHROMIUM is not None:
+        PROCESS_CHROMIUM.close()  # Playwright's event loop must not outlive the browser tests
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.failed and PROCESS_CHROMIUM is not None:
+        PROCESS_CHROMIUM.drop_tab()  # whatever the failure left on it stays with it
+    return report
+
+
+def pytest_sessionfinish(session):
+    if PROCESS_CHROMIUM is not None:
+        PROCESS_CHROMIUM.close()
 
 
 @pytest.fixture(scope="session")

@@ -291,8 +291,8 @@ MEASURE = """() => {
 
 
 @pytest.fixture
-def page(module_tab):
+def page(shared_tab):
     """A 1280 x 720 tab whose requests leaving the machine are listed in `tab.outside_requests`
-    (to be empty): the module's one tab (tests/conftest.py)."""
-    module_tab.set_viewport_size(VIEWPORT)
-    return module_tab
+    (to be empty): the test process's shared tab (tests/conftest.py)."""
+    shared_tab.set_viewport_size(VIEWPORT)
+    return shared_tab

@@ -13,15 +13,15 @@ HOSTILE = "Quantum cats <script>window.__pwned = 1</script><img src=x onerror=\"
 
 
 @pytest.fixture
-def page(module_tab):
-    """The module's one tab (tests/conftest.py) at 1400 x 1600, its dialogs listed (and dismissed)
-    in `tab.dialogs`."""
-    module_tab.set_viewport_size({"width": 1400, "height": 1600})
-    if not hasattr(module_tab, "dialogs"):
-        module_tab.on("dialog", lambda dialog: (module_tab.dialogs.append(dialog.message),
+def page(shared_tab):
+    """The test process's shared tab (tests/conftest.py) at 1400 x 1600, its dialogs listed (and
+    dismissed) in `tab.dialogs`."""
+    shared_tab.set_viewport_size({"width": 1400, "height": 1600})
+    if not hasattr(shared_tab, "dialogs"):
+        shared_tab.on("dialog", lambda dialog: (shared_tab.dialogs.append(dialog.message),
                                                 dialog.dismiss()))
-    module_tab.dialogs = []
-    return module_tab
+    shared_tab.dialogs = []
+    return shared_tab
 
 
 GUARD_MESSAGE = "Something went wrong while drawing this page"

@@ -17,10 +17,10 @@ MODEL_VIEW_FRAME = "iframe[title='bertviz model view of the attention']"
 
 
 @pytest.fixture
-def page(module_tab):
-    """The module's one tab (tests/conftest.py) at the walkthrough's 1400 x 1100."""
-    module_tab.set_viewport_size({"width": 1400, "height": 1100})
-    return module_tab
+def page(shared_tab):
+    """The test process's shared tab (tests/conftest.py) at the walkthrough's 1400 x 1100."""
+    shared_tab.set_viewport_size({"width": 1400, "height": 1100})
+    return shared_tab
 
 
 def open_page(page, url: str, heading: str) -> None:
