@@ -81,10 +81,10 @@ def start_app(script: Path | None = None, **environment: str) -> tuple[subproces
                "--server.headless", "true", "--server.address", "127.0.0.1",
                "--server.port", str(port), "--browser.gatherUsageStats", "false"]
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1", **environment)
-    (ROOT / "artifacts").mkdir(exist_ok=True)  # the server's log, kept to read after a failure
-    log = open(ROOT / "artifacts" / f"streamlit-{port}.log", "w")
-    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
+    (ROOT / "artifacts").mkdir(exist_ok=True)  # the server's log, kept to read after a failure
+    log = open(app_log(url), "w")
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
@@ -128,6 +128,30 @@ def served_app(script: Path | None = None, **environment: str):
         yield url
     finally:
         stop_app(process.pid)
+    failures = logged_failures(app_log(url))
+    assert not failures, f"the served app logged exceptions: {failures}"
+
+
+def app_log(url: str) -> Path:
+    """The log of the app served at `url` (`start_app` writes artifacts/streamlit-<port>.log)."""
+    return ROOT / "artifacts" / f"streamlit-{urlparse(url).port}.log"
+
+
+def logged_failures(log: Path, start: int = 0) -> list[str]:
+    """The exceptions a served app logged after byte `start` of its log (app.py's guard logs a
+    page's as "page <title> failed" and shows the user a sentence, which a browser test that has
+    moved on would not see), each as the line before its traceback and the exception's line."""
+    with open(log, "rb") as file:
+        file.seek(start)
+        lines = file.read().decode(errors="replace").splitlines()
+    failures = []
+    for index, line in enumerate(lines):
+        if line.startswith("Traceback (most recent call last)"):
+            before = lines[index - 1].strip() if index else ""
+            raised = next((later for later in lines[index + 1:]
+                           if later and not later[0].isspace()), "")
+            failures.append(f"{before} -> {raised}")
+    return failures
 
 
 def shared_app_url(record: Path) -> str:

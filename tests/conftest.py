@@ -76,6 +76,24 @@ def app_url():
     return shared_app_url(Path(os.environ[SHARED_APP]))
 
 
+@pytest.fixture(autouse=True)
+def served_app_logs_no_exception(request):
+    """A test that drives the shared app fails when the server logged an exception meanwhile
+    (app.py's guard turns a page's exception into a sentence and a log entry, which a test that
+    has moved on would not see). The server is shared by both workers: the test named may be the
+    other worker's, and the entry says which page failed."""
+    if "app_url" not in request.fixturenames:
+        yield
+        return
+    from tests.browser_support import app_log, logged_failures
+
+    log = app_log(request.getfixturevalue("app_url"))
+    start = log.stat().st_size
+    yield
+    failures = logged_failures(log, start)
+    assert not failures, f"the shared app logged exceptions during this test: {failures}"
+
+
 def pytest_configure(config):
     """The run's first process (the xdist controller, or the only process) names the shared app's
     record before any worker starts; the workers inherit it."""
