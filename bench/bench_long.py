@@ -17,6 +17,10 @@ both sides of every ratio run on the same threads (the plan's), OpenMP waiting p
     kept). The two alternate, --repeats times, medians compared. Goal: <= 1.3x. With the browser
     (the default), also the served app from clicking "Read all ... tokens" to the mosaic and the
     exact head painted in headless Chromium, against the same bare forward (goal <= 3x).
+(d) The served app's long line: its one forward on every core (models.threads
+    `one_forward_threads`, what ui/attention.py's line runs) against one thread (a served
+    session's plan on a 2-core machine), the whole "read all" stream each, alternately. Goal:
+    faster on a machine of more than one core.
 (c) Opening one exact head from its layer's kept input (first, middle, last layer). Goal:
     < 1 s. Also printed: one exact query row (the one-row page) and a 64-token window of every
     layer (the bertviz page), from the kept inputs.
@@ -57,6 +61,7 @@ from models.loading.decoder import DEFAULT_DECODER, load_decoder  # noqa: E402
 from models.loading.kinds import DECODER  # noqa: E402
 from models.loading.source import ModelSource  # noqa: E402
 from models.store.byte_cache import array_bytes  # noqa: E402
+from models.threads import one_forward_threads, torch_threads  # noqa: E402
 
 GOAL_STREAM = 1.3
 GOAL_BROWSER = 3.0
@@ -139,6 +144,15 @@ def measure_in(scratch: Path, runner, full, tokens: int, args) -> None:
         if previous is not None:  # the earlier repeat's files
             previous.close()
         previous = attention
+    every_core = one_forward_threads()
+    lines = {1: [], every_core: []}
+    for repeat in range(args.repeats if every_core > 1 else 0):  # (d), alternately
+        for count in ((1, every_core) if repeat % 2 else (every_core, 1)):
+            with torch_threads(count):
+                seconds, line_read = timed(lambda: read_streamed(
+                    runner, long_text, None, Path(tempfile.mkdtemp(dir=scratch))))
+            line_read.close()
+            lines[count].append(seconds)
     inputs = attention.inputs
     layers = attention.num_layers
     opened = {}
@@ -170,6 +184,10 @@ def measure_in(scratch: Path, runner, full, tokens: int, args) -> None:
         rows.append(("(b) click -> mosaic + head painted", f"{painted:.1f} s",
                      f"{bare_s:.1f} s bare eager forward", f"{ratio:.2f}x",
                      f"<= {GOAL_BROWSER:g}x", ratio <= GOAL_BROWSER))
+    if every_core > 1:
+        one, every = statistics.median(lines[1]), statistics.median(lines[every_core])
+        rows.append((f"(d) the long line on {every_core} threads", f"{every:.1f} s",
+                     f"{one:.1f} s on 1 thread", f"{every / one:.2f}x", "< 1x", every < one))
     for layer, seconds in opened.items():
         rows.append((f"(c) open one exact head, layer {layer}", f"{seconds:.2f} s", "", "",
                      "< 1 s", seconds < 1))

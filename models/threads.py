@@ -11,7 +11,11 @@ can take twenty times longer (issue 27: SmolLM2 at 128 tokens, 11.2 s with 2 thr
   number, or `auto`), else OMP_NUM_THREADS when the operator set it, else the cores this
   process may use divided by the forwards expected at the same moment (`sessions`), at least 1.
   A served app expects one forward per core at a time (`configure_server_threads`): a class's
-  sessions run side by side, each on one core, instead of two threads fighting for each core;
+  sessions run side by side, each on one core, instead of two threads fighting for each core.
+  The exception is the server's long line (ui/attention.py: long texts are read one at a time):
+  its one forward takes every core (`one_forward_threads`), so a lecturer alone with a 4,096-token
+  text waits for two threads' work, not one's (bench/bench_long.py, (d)); other sessions' short
+  forwards meanwhile share the cores with it, waiting passively;
 - OpenMP's wait policy PASSIVE: a thread with no work sleeps instead of spinning, so an
   oversubscribed core is shared, not fought over;
 - large buffers on huge pages: torch's CPU allocator asks the kernel for transparent huge pages
@@ -42,6 +46,7 @@ THP_MEM_ALLOC_ENABLE=0 keeps 4 kB pages.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import math
@@ -174,3 +179,23 @@ def configure_server_threads() -> ThreadPlan:
     """`configure_threads` for a served app: SERVED_FORWARDS_PER_CORE forwards at a time on each
     core (one thread per forward unless the operator set the threads)."""
     return configure_threads(sessions=available_cores() * SERVED_FORWARDS_PER_CORE)
+
+
+def one_forward_threads() -> int:
+    """The threads of a forward that runs alone (the server's long line): every available core,
+    unless the operator set the threads."""
+    return thread_plan(sessions=1).threads
+
+
+@contextlib.contextmanager
+def torch_threads(count: int):
+    """torch's intra-op threads set to `count` in this thread for the block, then put back (a
+    thread's OpenMP thread count is its own: other sessions' forwards keep theirs)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

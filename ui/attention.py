@@ -41,6 +41,7 @@ from models.loading.source import LoadedSource, ModelSource
 from models.store.byte_cache import release_freed_memory
 from models.store import stores
 from models.store.keys import result_key
+from models.threads import one_forward_threads, torch_threads
 from ui import cache
 from ui.byte_caches import kept
 from ui.state import current_trace, loaded_source, sidebar_input
@@ -263,9 +264,10 @@ def _cancel_reading() -> None:
 
 
 def one_at_a_time(work: Callable[[], Value]) -> Value:
-    """Run `work` when no other long forward is running on the server (WaitingLine). While it
-    waits, the session sees its place in the line and a Cancel button; its place is dropped when
-    its run stops (Cancel, a rerun, a closed tab)."""
+    """Run `work` when no other long forward is running on the server (WaitingLine), on every
+    core (`one_forward_threads`: it is the line's only forward). While it waits, the session sees
+    its place in the line and a Cancel button; its place is dropped when its run stops (Cancel,
+    a rerun, a closed tab)."""
     notice = None
     place = None
 
@@ -279,7 +281,11 @@ def one_at_a_time(work: Callable[[], Value]) -> Value:
                           help="Leave the line: the pages read the first part of the text.")
         place.info(place_text(ahead), icon=":material/hourglass_top:")
 
-    result = _LINE.run(work, waiting)
+    def on_every_core() -> Value:
+        with torch_threads(one_forward_threads()):  # the line's one forward (models/threads.py)
+            return work()
+
+    result = _LINE.run(on_every_core, waiting)
     if notice is not None:
         notice.empty()
     return result

@@ -13,9 +13,11 @@ import threading
 import time
 
 import pytest
+import torch
 from streamlit.runtime.scriptrunner_utils.exceptions import RerunException, StopException
 from streamlit.runtime.scriptrunner_utils.script_requests import RerunData
 
+from models import threads
 from ui.attention import WaitingLine, one_at_a_time, place_text
 
 DEADLINE_S = 30
@@ -151,3 +153,37 @@ def test_the_place_is_said_in_words():
     assert place_text(1).startswith("1 long text ahead of yours")
     assert place_text(2).startswith("2 long texts ahead of yours")
     assert "yours starts when they finish" in place_text(3)
+
+
+def test_the_lines_forward_runs_on_every_core_and_other_threads_keep_theirs(monkeypatch):
+    """The line's one forward takes every core (models/threads.py `one_forward_threads`); a
+    served session's thread keeps its one thread meanwhile and the line's thread gets its own
+    count back after. (Under pytest -n the operator's OMP_NUM_THREADS=1 would win: unset here.)"""
+    for name in (threads.SETTING_VARIABLE, threads.THREADS_VARIABLE):
+        monkeypatch.delenv(name, raising=False)
+    cores = threads.available_cores()
+    assert threads.one_forward_threads() == cores
+    inside, beside = [], []
+    started, release = threading.Event(), threading.Event()
+
+    def long_read():
+        inside.append(torch.get_num_threads())
+        started.set()
+        assert release.wait(DEADLINE_S)
+        inside.append(torch.get_num_threads())
+
+    def session():  # another session's script thread, on its served plan of one thread
+        torch.set_num_threads(1)
+        assert started.wait(DEADLINE_S)
+        beside.append(torch.get_num_threads())
+        release.set()
+
+    torch.set_num_threads(1)
+    reader, other = threading.Thread(target=lambda: one_at_a_time(long_read)), \
+        threading.Thread(target=session)
+    for thread in (reader, other):
+        thread.start()
+    for thread in (reader, other):
+        thread.join(DEADLINE_S)
+    assert inside == [cores, cores] and beside == [1]
+    assert torch.get_num_threads() == 1  # this thread, untouched
