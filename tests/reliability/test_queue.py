@@ -157,14 +157,16 @@ def test_the_place_is_said_in_words():
 
 def test_the_lines_forward_runs_on_every_core_and_other_threads_keep_theirs(monkeypatch):
     """The line's one forward takes every core (models/threads.py `one_forward_threads`); a
-    served session's thread keeps its one thread meanwhile and the line's thread gets its own
-    count back after. (Under pytest -n the operator's OMP_NUM_THREADS=1 would win: unset here.)"""
+    served session's thread, started before it and given its plan before its first torch work
+    (as app.py's script threads are), keeps its one thread meanwhile, and the line's thread gets
+    its own count back after. (Under pytest -n the operator's OMP_NUM_THREADS=1 would win: unset
+    here.)"""
     for name in (threads.SETTING_VARIABLE, threads.THREADS_VARIABLE):
         monkeypatch.delenv(name, raising=False)
     cores = threads.available_cores()
     assert threads.one_forward_threads() == cores
     inside, beside = [], []
-    started, release = threading.Event(), threading.Event()
+    planned, started, release = threading.Event(), threading.Event(), threading.Event()
 
     def long_read():
         inside.append(torch.get_num_threads())
@@ -172,17 +174,19 @@ def test_the_lines_forward_runs_on_every_core_and_other_threads_keep_theirs(monk
         assert release.wait(DEADLINE_S)
         inside.append(torch.get_num_threads())
 
-    def session():  # another session's script thread, on its served plan of one thread
-        torch.set_num_threads(1)
+    def session():  # another session's script thread: app.py applies the served plan first
+        assert threads.configure_server_threads().threads == 1
+        planned.set()
         assert started.wait(DEADLINE_S)
-        beside.append(torch.get_num_threads())
+        beside.append(torch.get_num_threads())  # its first torch call after the line's start
         release.set()
 
     torch.set_num_threads(1)
-    reader, other = threading.Thread(target=lambda: one_at_a_time(long_read)), \
-        threading.Thread(target=session)
-    for thread in (reader, other):
-        thread.start()
+    other = threading.Thread(target=session)
+    other.start()
+    assert planned.wait(DEADLINE_S)  # the session's plan first, then the line's forward
+    reader = threading.Thread(target=lambda: one_at_a_time(long_read))
+    reader.start()
     for thread in (reader, other):
         thread.join(DEADLINE_S)
     assert inside == [cores, cores] and beside == [1]
