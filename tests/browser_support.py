@@ -292,6 +292,24 @@ def wait_idle(page, timeout_ms: int = 60_000) -> None:
         }""", arg=SKELETON_PATIENCE_MS, timeout=timeout_ms, polling=100)
 
 
+def switch_on(page, switch, attempts: int = 3) -> None:
+    """Turn a Streamlit toggle on from the keyboard (focus, then Space) until its switch reads
+    as on. A key press reaches the switch it focused or nothing; a mouse click computed on a
+    sidebar that is being redrawn could land on another control (the model's radio buttons sit
+    just above this one). A press lost to a redraw is tried again."""
+    from playwright.sync_api import expect
+
+    for _ in range(attempts):
+        switch.focus()
+        page.keyboard.press("Space")
+        try:
+            expect(switch).to_be_checked(timeout=15_000)
+            return
+        except AssertionError:
+            wait_idle(page, 60_000)
+    expect(switch).to_be_checked(timeout=1_000)
+
+
 def visit(page, url: str, path: str, heading: str, text: str | None = None) -> None:
     page.goto(f"{url}/{path}")
     page.get_by_role("heading", name=heading).first.wait_for(timeout=90_000)

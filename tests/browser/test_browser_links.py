@@ -9,7 +9,7 @@ from urllib.parse import parse_qs, quote, urlsplit
 import pytest
 
 from tests.app_support import GUARD_MESSAGE
-from tests.browser_support import guard_requests, wait_idle
+from tests.browser_support import guard_requests, switch_on, wait_idle
 
 TEXT = "Mario is short, but he can jump super high."
 DEEP_LINK = f"/attention_maps?text={quote(TEXT)}&layer=5&head=5"
@@ -196,8 +196,7 @@ def test_typing_as_a_link_opens_keeps_the_links_model_and_controls(app_url, page
     box.fill("The keys to the cabinet are on the table.")
     box.press("Control+Enter")
     wait_idle(page, 120_000)
-    page.get_by_role("switch", name="Merge word pieces into words").focus()
-    page.keyboard.press("Space")
+    switch_on(page, page.get_by_role("switch", name="Merge word pieces into words"))
     wait_idle(page, 120_000)
     query = parse_qs(urlsplit(page.url).query)
     assert page.get_by_role("radio", name="Pretrained causal decoder").is_checked(), page.url

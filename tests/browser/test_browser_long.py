@@ -11,29 +11,13 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect
 
 from tests.app_support import GUARD_MESSAGE
-from tests.browser_support import guard_requests, set_sidebar_text, wait_idle
+from tests.browser_support import guard_requests, set_sidebar_text, switch_on, wait_idle
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 # Short words: well over 4,096 SmolLM2 tokens within the sidebar's character limit.
 LONG_TEXT = " ".join(["I saw a cat and a dog by the old red barn, so we ran to it."] * 330)
 STREAM_MS = 1_200_000  # 30 layers of 9 maps of 4,096 x 4,096, the first model load, on two
 # cores shared with the other test worker
-
-
-def switch_on(page, switch, attempts: int = 3) -> None:
-    """Turn a Streamlit toggle on from the keyboard (focus, then Space) until its switch reads
-    as on. A key press reaches the switch it focused or nothing; a mouse click computed on a
-    sidebar that is being redrawn could land on another control (the model's radio buttons sit
-    just above this one). A press lost to a redraw is tried again."""
-    for _ in range(attempts):
-        switch.focus()
-        page.keyboard.press("Space")
-        try:
-            expect(switch).to_be_checked(timeout=15_000)
-            return
-        except AssertionError:
-            wait_idle(page, 60_000)
-    expect(switch).to_be_checked(timeout=1_000)
 
 
 class SessionWatch:
