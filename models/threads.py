@@ -163,15 +163,17 @@ def configure_threads(sessions: int | None = None, threads: int | None = None) -
             os.environ.setdefault(BLAS_THREADS_VARIABLE, str(plan.threads))
     import torch  # after the environment is set: OpenMP reads it as torch loads
 
-    set_own_threads(torch, plan.threads)
+    set_own_threads(plan.threads)
     return plan
 
 
-def set_own_threads(torch, count: int) -> None:
+def set_own_threads(count: int) -> None:
     """torch's intra-op threads for this thread. torch gives a thread its count lazily, at its
     first parallel work, from the count last set by any thread; a thread that sets its count
     before that is reset by it (a session's script thread that set 1 ran on 2 when the long line
     had set 2 meanwhile). Asking for the count first makes the thread take its own now."""
+    import torch
+
     torch.get_num_threads()  # this thread's lazy start, before the count is set
     torch.set_num_threads(count)
 
@@ -202,8 +204,8 @@ def torch_threads(count: int):
     thread's OpenMP thread count is its own: other sessions' forwards keep theirs)."""
     import torch
 
-    before = torch.get_num_threads()  # also this thread's lazy start (`set_own_threads`)
-    torch.set_num_threads(count)
+    before = torch.get_num_threads()
+    set_own_threads(count)
     try:
         yield
     finally:

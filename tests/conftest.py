@@ -27,6 +27,7 @@ collect_less_often()  # as the app and the command line do, before torch and the
 os.environ.setdefault(HUGE_PAGES_VARIABLE, "1")
 
 from models.loading.pretrained import DEFAULT_MODEL, LoadedModel, load_pretrained  # noqa: E402
+from tests.browser_support import ProcessChromium  # noqa: E402 (standard library only at import)
 
 
 @pytest.fixture(scope="session")
@@ -116,16 +117,7 @@ def pytest_unconfigure(config):
         shutil.rmtree(folder, ignore_errors=True)
 
 
-PROCESS_CHROMIUM = None  # this process's ProcessChromium (tests/browser_support.py), once used
-
-
-def process_chromium():
-    global PROCESS_CHROMIUM
-    if PROCESS_CHROMIUM is None:
-        from tests.browser_support import ProcessChromium
-
-        PROCESS_CHROMIUM = ProcessChromium()
-    return PROCESS_CHROMIUM
+PROCESS_CHROMIUM = ProcessChromium()  # this process's Chromium, launched when a test asks
 
 
 @pytest.fixture
@@ -133,7 +125,7 @@ def browser():
     """Headless Chromium, offline (tests/browser_support.py): one per test process, kept while
     browser tests follow one another and closed before any other test (`ProcessChromium`); each
     test that needs a fresh state opens its own context."""
-    return process_chromium().browser()
+    return PROCESS_CHROMIUM.browser()
 
 
 @pytest.fixture
@@ -143,25 +135,24 @@ def shared_tab(browser):
     to leave the machine (empty at the start of each test). A new tab costs Chromium about 4.5 s
     of processor time to load the app's scripts again, the same tab about 1.8 s, and the suite
     is bound by its processors."""
-    return process_chromium().tab()
+    return PROCESS_CHROMIUM.tab()
 
 
 def pytest_runtest_setup(item):
-    if "browser" not in item.fixturenames and PROCESS_CHROMIUM is not None:
+    if "browser" not in item.fixturenames:
         PROCESS_CHROMIUM.close()  # Playwright's event loop must not outlive the browser tests
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield
-    if report.failed and PROCESS_CHROMIUM is not None:
+    if report.failed:
         PROCESS_CHROMIUM.drop_tab()  # whatever the failure left on it stays with it
     return report
 
 
 def pytest_sessionfinish(session):
-    if PROCESS_CHROMIUM is not None:
-        PROCESS_CHROMIUM.close()
+    PROCESS_CHROMIUM.close()
 
 
 @pytest.fixture(scope="session")
