@@ -12,7 +12,7 @@ import torch
 
 from models.experiments.contrast import PromptPair
 from models.limits import PATCH_BATCH_BYTES, PATCH_BATCH_ITEMS, PATCH_GRID_BYTES
-from models.loading.loader_checks import FEED_FORWARD_KEYS, HEAD_KEYS, WIDTH_KEYS
+from models.loading.loader_checks import FEED_FORWARD_KEYS, HEAD_KEYS, WIDTH_KEYS, readable_bytes
 
 FLOAT_BYTES = 4
 # What one patched copy holds while one layer runs, in units of the model's width D and MLP
@@ -64,10 +64,6 @@ def item_bytes(model: torch.nn.Module, tokens: int, logit_rows: int) -> int:
     return FLOAT_BYTES * (per_layer + logit_rows * vocabulary)
 
 
-def _megabytes(size: int) -> str:
-    return f"{size / 2**30:.1f} GB" if size >= 2**30 else f"{size / 2**20:.0f} MB"
-
-
 def grid_cost(loaded, pair: PromptPair, cells: int) -> Cost:
     """The cost of a grid of `cells` on these prompts; PatchingTooLarge, before anything runs,
     when one patched forward or the whole grid would exceed its budget (models/limits.py)."""
@@ -76,12 +72,12 @@ def grid_cost(loaded, pair: PromptPair, cells: int) -> Cost:
     if each > PATCH_BATCH_BYTES:
         raise PatchingTooLarge(
             f"One patched forward of these {tokens}-token prompts would hold about "
-            f"{_megabytes(each)}, more than the {_megabytes(PATCH_BATCH_BYTES)} a patching "
-            "forward may take: use shorter prompts.")
+            f"{readable_bytes(each)}, more than the {readable_bytes(PATCH_BATCH_BYTES)} a "
+            "patching forward may take: use shorter prompts.")
     if cells * each > PATCH_GRID_BYTES:
         raise PatchingTooLarge(
             f"This grid ({cells:,} cells at {tokens} tokens) would need about "
-            f"{_megabytes(cells * each)} of patched forwards ({_megabytes(each)} each), more "
-            f"than the {_megabytes(PATCH_GRID_BYTES)} a patching run may take: use shorter "
-            "prompts, or the grid of whole heads.")
+            f"{readable_bytes(cells * each)} of patched forwards ({readable_bytes(each)} each), "
+            f"more than the {readable_bytes(PATCH_GRID_BYTES)} a patching run may take: use "
+            "shorter prompts, or the grid of whole heads.")
     return Cost(cells, each, max(1, min(PATCH_BATCH_ITEMS, PATCH_BATCH_BYTES // each)))
