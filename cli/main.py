@@ -87,9 +87,10 @@ def _parser() -> argparse.ArgumentParser:
     _corpus_parser(commands)
     export_request.add_parser(commands)
     commands.add_parser(
-        "serve", help="start the app (streamlit run app.py); Streamlit's options pass through",
+        "serve", help="start the app (streamlit run server.py); Streamlit's options pass through",
         description=(
-            "Start the app with Streamlit: `streamlit run app.py` with the app's own Streamlit "
+            "Start the app with Streamlit: `streamlit run server.py` (app.py on Streamlit's ASGI "
+            "server, loading the default model as it starts) with the app's own Streamlit "
             "settings (.streamlit/config.toml) and the upload and message limits of the "
             "configuration in force. Every other argument is handed to Streamlit and wins, "
             "e.g. `attention-explorer serve --server.port 8502 --server.headless true`."))
@@ -218,6 +219,7 @@ def export_command(arguments: argparse.Namespace) -> None:
 
 
 APP = Path(__file__).resolve().parents[1] / "app.py"  # beside the packages, in a checkout or a wheel
+SERVER = APP.with_name("server.py")  # app.py on Streamlit's ASGI server (ui/serving.py)
 # The app's Streamlit settings: cli/streamlit.toml is a link to .streamlit/config.toml, so the
 # installed package carries them (Streamlit itself reads .streamlit/ only in the working folder).
 STREAMLIT_SETTINGS = Path(__file__).resolve().parent / "streamlit.toml"
@@ -234,7 +236,8 @@ def _flags(table: dict, prefix: str = "") -> dict[str, str]:
 
 
 def streamlit_command(passed: list[str]) -> list[str]:
-    """`streamlit run app.py` with the app's settings and limits, then `passed` (which wins)."""
+    """`streamlit run server.py` (app.py, see ui/serving.py) with the app's settings and limits,
+    then `passed` (which wins)."""
     from ui.server_limits import OPTIONS
 
     with STREAMLIT_SETTINGS.open("rb") as handle:
@@ -243,12 +246,14 @@ def streamlit_command(passed: list[str]) -> list[str]:
     named = {argument.split("=")[0].removeprefix("--") for argument in passed
              if argument.startswith("--")}
     ours = [f"--{name}={value}" for name, value in options.items() if name not in named]
-    return [sys.executable, "-m", "streamlit", "run", str(APP), *ours, *passed]
+    return [sys.executable, "-m", "streamlit", "run", str(SERVER), *ours, *passed]
 
 
 def serve_command(arguments: argparse.Namespace) -> None:
-    if not APP.is_file():
-        raise ValueError(f"The app's script {APP} is missing: reinstall attention-explorer.")
+    for script in (APP, SERVER):
+        if not script.is_file():
+            raise ValueError(f"The app's script {script} is missing: reinstall "
+                             "attention-explorer.")
     command = streamlit_command(arguments.streamlit_options)
     _say(f"starting Streamlit: {' '.join(command[2:])}")
     sys.stderr.flush()

@@ -3,7 +3,7 @@
 Usage: .venv/bin/python deploy/measure_sessions.py [--levels 1 2 4 8] [--replicas 1]
                                                    [--without-browser]
 
-Serves the app (`streamlit run app.py`, what `attention-explorer serve` starts; one compute
+Serves the app (`streamlit run server.py`, what `attention-explorer serve` starts; one compute
 thread per replica, as deploy/attention-explorer@.service sets), with `--replicas 2` or more
 behind nginx configured from deploy/nginx.conf, and opens LEVEL fresh browser sessions at once
 in headless Chromium for each level. For every session it reads two times in the page itself

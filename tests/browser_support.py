@@ -74,10 +74,11 @@ def _free_port() -> int:
 
 
 def start_app(script: Path | None = None, **environment: str) -> tuple[subprocess.Popen, str]:
-    """Start `streamlit run app.py` (or `script`) on loopback, with `environment` added to this
-    process's, and wait until it answers; returns the process and its URL."""
+    """Start `streamlit run server.py` (what start.sh serves: app.py with ui/serving.py) or
+    `script` on loopback, with `environment` added to this process's, and wait until it answers;
+    returns the process and its URL."""
     port = _free_port()
-    command = [sys.executable, "-m", "streamlit", "run", str(script or ROOT / "app.py"),
+    command = [sys.executable, "-m", "streamlit", "run", str(script or ROOT / "server.py"),
                "--server.headless", "true", "--server.address", "127.0.0.1",
                "--server.port", str(port), "--browser.gatherUsageStats", "false"]
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1", **environment)

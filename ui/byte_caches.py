@@ -13,6 +13,7 @@ from collections.abc import Callable, Hashable
 from typing import TypeVar
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from models.store.byte_cache import Store
 
@@ -47,8 +48,8 @@ def kept(store: Store, key: Hashable, compute: Callable[[], Value], message: str
 
     while True:
         try:
-            if message is None or key in store:
-                return store.get(key, guarded, pinned)
+            if message is None or key in store or get_script_run_ctx(True) is None:
+                return store.get(key, guarded, pinned)  # no spinner outside a page's run
             with st.spinner(message):
                 return store.get(key, guarded, pinned)
         except _Interrupted as interrupted:

@@ -141,7 +141,7 @@ def test_the_real_command_never_prints_a_trace(tmp_path):
 
 def test_serve_runs_the_packaged_app_with_its_settings_and_passes_options_through():
     command = cli.streamlit_command(["--server.port", "8765", "--server.maxUploadSize=20"])
-    assert command[1:5] == ["-m", "streamlit", "run", str(ROOT / "app.py")]
+    assert command[1:5] == ["-m", "streamlit", "run", str(ROOT / "server.py")]
     with (ROOT / ".streamlit" / "config.toml").open("rb") as handle:
         settings = tomllib.load(handle)
     assert "--server.enableStaticServing=true" in command

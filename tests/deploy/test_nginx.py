@@ -1,6 +1,6 @@
 """deploy/nginx.conf in front of two replicas of the app, driven by two browsers (Chromium).
 
-Two `streamlit run app.py` replicas (what `attention-explorer serve` starts) behind Debian's
+Two `streamlit run server.py` replicas (what `attention-explorer serve` starts) behind Debian's
 nginx, run unprivileged with a configuration made from the shipped file (nginx_support.py).
 Which replica served a request is read from nginx's access log in the shipped format
 (`upstream=$upstream_addr session=<the sticky cookie>`). The browser test's name says "browser"

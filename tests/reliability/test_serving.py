@@ -1,0 +1,82 @@
+"""server.py's additions around app.py (ui/serving.py): a page that imports Streamlit's Plotly
+chunk from its head, and the default model loaded as the server starts."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+import urllib.request
+
+from tests.browser_support import app_log
+from ui import serving
+
+PAGE = b'<html><head><script type="module" src="./static/js/index.X.js"></script></head><body></body></html>'
+
+
+def test_streamlit_ships_one_plotly_chunk_and_the_page_imports_it_once():
+    chunk = serving.plotly_chunk()
+    assert chunk is not None and re.fullmatch(r"PlotlyChart\.[\w-]+\.js", chunk), (
+        "Streamlit no longer ships one PlotlyChart.*.js: pages would open without the import")
+    assert (serving.STATIC_JS / chunk).stat().st_size > 1_000_000  # Plotly itself
+    page = serving.with_plotly_import(PAGE, chunk)
+    assert page == PAGE.replace(b"</head>", serving.plotly_import(chunk) + b"</head>")
+    assert serving.with_plotly_import(page, chunk) == page  # once
+    assert serving.with_plotly_import(PAGE, None) == PAGE
+    assert serving.with_plotly_import(b"<p>no head</p>", chunk) == b"<p>no head</p>"
+
+
+def _through_middleware(path: str, content_type: bytes, body: bytes, method: str = "GET"):
+    """One request through PlotlyFirst to an app answering `body`: (what the app saw of the
+    request's headers, the response's start message, its body)."""
+    seen, sent = {}, []
+
+    async def app(scope, receive, send):
+        seen.update(dict(scope["headers"]))
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", content_type),
+                                (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+    async def send(message):
+        sent.append(message)
+
+    async def receive():
+        return {"type": "http.request", "body": b""}
+
+    scope = {"type": "http", "method": method, "path": path,
+             "headers": [(b"accept-encoding", b"gzip"), (b"host", b"x")]}
+    asyncio.run(serving.PlotlyFirst(app)(scope, receive, send))
+    start, answer = sent
+    return seen, start, answer["body"]
+
+
+def test_the_middleware_adds_the_import_to_pages_only_and_sets_their_length():
+    chunk = serving.plotly_chunk()
+    seen, start, body = _through_middleware("/all_heads", b"text/html; charset=UTF-8", PAGE)
+    assert body == serving.with_plotly_import(PAGE, chunk) and body != PAGE
+    assert (b"content-length", str(len(body)).encode()) in start["headers"]
+    assert [name for name, _ in start["headers"]].count(b"content-length") == 1
+    assert b"accept-encoding" not in seen  # asked uncompressed, so that it can be read
+    for path, kind, method in [("/static/js/index.X.js", b"text/javascript", "GET"),
+                               ("/_stcore/health", b"text/html", "GET"),
+                               ("/", b"application/json", "GET"), ("/", b"text/html", "POST")]:
+        seen, start, body = _through_middleware(path, kind, PAGE, method)
+        assert body == PAGE and (b"content-length", str(len(PAGE)).encode()) in start["headers"]
+
+
+def test_the_served_page_imports_the_chunk_and_the_default_model_loads_as_it_starts(app_url):
+    chunk = serving.plotly_chunk()
+    for path in ("/", "/all_heads?layer=2"):
+        with urllib.request.urlopen(f"{app_url}{path}", timeout=30) as response:
+            page = response.read()
+        assert page.count(serving.plotly_import(chunk)) == 1, path
+    with urllib.request.urlopen(f"{app_url}/static/js/{chunk}", timeout=30) as response:
+        assert response.status == 200 and b"plotly" in response.read(4_000_000).lower()
+    # the warm-up thread's line, once, with no failure logged (the autouse check)
+    deadline = time.monotonic() + 240
+    while "the default model" not in (text := app_log(app_url).read_text(errors="replace")):
+        assert time.monotonic() < deadline, "the default model was not loaded at the start"
+        time.sleep(1)
+    loaded = re.findall(r"the default model (\S+) is loaded \(([\d.]+) s", text)
+    assert len(loaded) == 1 and loaded[0][0] == "sentence-transformers/all-MiniLM-L6-v2", text
