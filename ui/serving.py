@@ -95,9 +95,17 @@ def load_default_model() -> None:
     left to the page, which says it in one sentence."""
     started = time.perf_counter()
     try:
+        import models.limits  # noqa: F401  (the budgets, read from the configuration)
+        from models.loading.hub import stay_offline_unless_allowed
+        from models.settings import ConfigError, check
         from models.threads import configure_server_threads
 
         configure_server_threads()  # before torch loads, as app.py does
+        try:
+            check()
+        except ConfigError:
+            return  # app.py says what is wrong on every page
+        stay_offline_unless_allowed()  # before huggingface_hub reads it at its import
         import ui.attention  # noqa: F401  (the engine and the first page's imports)
         from models.loading.source import ModelSource
         from ui import cache as kept_models

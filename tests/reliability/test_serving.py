@@ -80,3 +80,29 @@ def test_the_served_page_imports_the_chunk_and_the_default_model_loads_as_it_sta
         time.sleep(1)
     loaded = re.findall(r"the default model (\S+) is loaded \(([\d.]+) s", text)
     assert len(loaded) == 1 and loaded[0][0] == "sentence-transformers/all-MiniLM-L6-v2", text
+
+
+def test_the_warm_up_keeps_the_hub_off_and_loads_nothing_with_a_wrong_configuration(tmp_path):
+    """In a fresh interpreter, as a server's first thread: HF_HUB_OFFLINE is set before
+    huggingface_hub is imported (it reads it once), and a wrong configuration stops the warm-up
+    before the engine and transformers load (app.py then says what is wrong)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.browser_support import ROOT
+
+    probe = ("import sys; from ui.serving import load_default_model; load_default_model(); "
+             "import huggingface_hub.constants as c; "
+             "print(c.HF_HUB_OFFLINE, 'transformers' in sys.modules)")
+    clean = {name: value for name, value in os.environ.items()
+             if not name.startswith(("HF_HUB_OFFLINE", "ATTENTION_EXPLORER_"))}
+    fine = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=clean, text=True,
+                          capture_output=True, timeout=300)
+    assert fine.stdout.split() == ["True", "True"], fine.stderr[-2000:]
+    assert "the default model sentence-transformers/all-MiniLM-L6-v2 is loaded" in fine.stderr
+    wrong = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, text=True, timeout=300,
+                           env=dict(clean, ATTENTION_EXPLORER_HUB="sometimes"),
+                           capture_output=True)
+    assert wrong.stdout.split()[1:] == ["False"], wrong.stderr[-2000:]
+    assert "Traceback" not in wrong.stderr and "is loaded" not in wrong.stderr
