@@ -16,7 +16,6 @@ or window computed from it, is kept in the byte-bounded trace store.
 
 from __future__ import annotations
 
-import atexit
 import functools
 import shutil
 import tempfile
@@ -44,6 +43,7 @@ from models.store.keys import result_key
 from models.threads import one_forward_threads, torch_threads
 from ui import cache
 from ui.byte_caches import kept
+from ui.shutdown import on_shutdown
 from ui.state import current_trace, loaded_source, sidebar_input
 from ui.text import plain
 
@@ -169,7 +169,7 @@ def _remembering(source: ModelSource, runner: LoadedSource, text: str, pair: str
 def _spill_root() -> Path:
     """The folder of this process's long inputs, made on the first long input (not at import)."""
     root = Path(tempfile.mkdtemp(prefix="attention-explorer-long-"))
-    atexit.register(shutil.rmtree, root, True)
+    on_shutdown(shutil.rmtree, root, True)
     return root
 
 

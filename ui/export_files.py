@@ -19,7 +19,6 @@ the next one).
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import io
 import mimetypes
@@ -36,6 +35,7 @@ from typing import BinaryIO
 from urllib.parse import quote
 
 from models.limits import EXPORT_DISK_BYTES, MAX_EXPORT_BYTES, MIB
+from ui.shutdown import on_shutdown
 
 WRITE_BUFFER_BYTES = 1 * MIB
 STATIC_DIR = Path(__file__).resolve().parents[1] / "static"  # next to app.py
@@ -243,5 +243,5 @@ def store() -> ExportStore:
             name = f"{os.getpid()}-{secrets.token_urlsafe(NAME_BYTES)}"
             remove_stale_folders(EXPORTS_DIR, EXPORTS_DIR / name)
             _STORE = ExportStore(EXPORTS_DIR / name, f"{STATIC_URL}/exports/{name}")
-            atexit.register(_STORE.remove_all)
+            on_shutdown(_STORE.remove_all)
         return _STORE

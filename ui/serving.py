@@ -26,6 +26,8 @@ from pathlib import Path
 
 import streamlit
 
+from ui.shutdown import run_cleanups
+
 LOG = logging.getLogger("attention_explorer")
 STATIC_JS = Path(streamlit.__file__).parent / "static" / "static" / "js"
 # Streamlit's own requests (its assets, websocket, health, uploads, media): never a page
@@ -123,6 +125,11 @@ def load_default_model() -> None:
 
 @asynccontextmanager
 async def warm_up(_app):
-    """Lifespan: `load_default_model` in a thread of its own while the server serves."""
+    """Lifespan: `load_default_model` in a thread of its own while the server serves; when it
+    stops, the files it wrote are removed (ui/shutdown.py: uvicorn then ends the process by the
+    signal that stopped it, and `atexit` would not run)."""
     threading.Thread(target=load_default_model, name="warm-up", daemon=True).start()
-    yield
+    try:
+        yield
+    finally:
+        run_cleanups()

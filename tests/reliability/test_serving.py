@@ -11,7 +11,8 @@ import urllib.request
 from tests.browser_support import app_log
 from ui import serving
 
-PAGE = b'<html><head><script type="module" src="./static/js/index.X.js"></script></head><body></body></html>'
+PAGE = (b'<html><head><script type="module" src="./static/js/index.X.js"></script></head>'
+        b'<body></body></html>')
 
 
 def test_streamlit_ships_one_plotly_chunk_and_the_page_imports_it_once():
@@ -106,3 +107,23 @@ def test_the_warm_up_keeps_the_hub_off_and_loads_nothing_with_a_wrong_configurat
                            capture_output=True)
     assert wrong.stdout.split()[1:] == ["False"], wrong.stderr[-2000:]
     assert "Traceback" not in wrong.stderr and "is loaded" not in wrong.stderr
+
+
+def test_cleanups_run_once_last_first_and_a_failing_one_does_not_stop_the_others(caplog,
+                                                                                monkeypatch):
+    from ui import shutdown
+
+    monkeypatch.setattr(shutdown, "_CLEANUPS", [])  # not this test process's own cleanups
+    ran = []
+
+    def fails():
+        ran.append("fails")
+        raise OSError("gone already")
+
+    shutdown.on_shutdown(ran.append, "first")
+    shutdown.on_shutdown(fails)
+    shutdown.on_shutdown(ran.append, "last")
+    shutdown.run_cleanups()
+    shutdown.run_cleanups()  # the server's lifespan, then atexit: nothing twice
+    assert ran == ["last", "fails", "first"]
+    assert "a cleanup at shutdown failed" in caplog.text and "gone already" in caplog.text
