@@ -69,9 +69,9 @@ APP_FOLDER = pytest.StashKey[str]()  # the record's folder, in the process that 
 
 @pytest.fixture(scope="session")
 def app_url():
-    """`streamlit run server.py` on loopback, one server for the whole run, shared by the browser test
-    modules of every pytest-xdist worker (tests/browser_support.py `shared_app_url`): each server
-    a worker used to start loaded the models and computed the same views again."""
+    """`streamlit run server.py` on loopback, one server for the whole run, shared by the browser
+    test modules of every pytest-xdist worker (tests/browser_support.py `shared_app_url`): each
+    server a worker used to start loaded the models and computed the same views again."""
     from tests.browser_support import shared_app_url
 
     return shared_app_url(Path(os.environ[SHARED_APP]))

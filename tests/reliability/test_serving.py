@@ -4,11 +4,14 @@ chunk from its head, and the default model loaded as the server starts."""
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import subprocess
+import sys
 import time
 import urllib.request
 
-from tests.browser_support import app_log
+from tests.browser_support import ROOT, app_log
 from ui import serving
 
 PAGE = (b'<html><head><script type="module" src="./static/js/index.X.js"></script></head>'
@@ -87,12 +90,6 @@ def test_the_warm_up_keeps_the_hub_off_and_loads_nothing_with_a_wrong_configurat
     """In a fresh interpreter, as a server's first thread: HF_HUB_OFFLINE is set before
     huggingface_hub is imported (it reads it once), and a wrong configuration stops the warm-up
     before the engine and transformers load (app.py then says what is wrong)."""
-    import os
-    import subprocess
-    import sys
-
-    from tests.browser_support import ROOT
-
     probe = ("import sys; from ui.serving import load_default_model; load_default_model(); "
              "import huggingface_hub.constants as c; "
              "print(c.HF_HUB_OFFLINE, 'transformers' in sys.modules)")
