@@ -159,3 +159,30 @@ def test_the_menu_reaches_every_page_without_folding(app_url, page):
     assert page.get_by_text("View", exact=False).filter(has_text="more").count() == 0
     assert page.locator('[data-testid="stSidebar"]').get_by_text("Sentence").first.is_visible()
     assert_clean(page)
+
+
+STATIC = """() => Object.fromEntries(performance.getEntriesByType('resource')
+    .filter(entry => new URL(entry.name).pathname.includes('/static/'))
+    .map(entry => [entry.name, entry.transferSize]))"""
+TRY_OUTSIDE = """async () => {
+    new WebSocket('ws://example.com/socket');
+    try { await fetch('http://example.com/script.js', {mode: 'no-cors'}); return 'fetched'; }
+    catch (error) { return 'failed'; }
+}"""
+
+
+def test_the_tab_lists_and_fails_requests_leaving_the_machine_and_keeps_its_cache(app_url, page):
+    """The tests' guard (tests/browser_support.py): a request to another host fails and is listed,
+    and the tab keeps the browser's cache, so a second page takes Streamlit's and Plotly's
+    scripts from it instead of fetching them again."""
+    visit(page, app_url, PAGES[0][0], PAGES[0][1])
+    first = page.evaluate(STATIC)
+    assert page.evaluate(TRY_OUTSIDE) == "failed"
+    page.wait_for_function("() => true")  # the socket's event reaches the test
+    assert sorted(page.outside_requests) == ["http://example.com/script.js",
+                                             "ws://example.com/socket"]
+    page.outside_requests.clear()
+    visit(page, app_url, "all_heads", "All heads at once")
+    again = {name: size for name, size in page.evaluate(STATIC).items() if name in first}
+    assert len(again) >= 10 and set(again.values()) == {0}, again
+    assert_clean(page)
