@@ -11,4 +11,4 @@ case "${ATTENTION_EXPLORER_HUB:-off}" in
 esac
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"  # idle OpenMP threads sleep (models/threads.py)
 export THP_MEM_ALLOC_ENABLE="${THP_MEM_ALLOC_ENABLE:-1}"  # torch's large buffers on huge pages (same)
-exec .venv/bin/python -m streamlit run server.py "$@"  # app.py, served as server.py says
+exec .venv/bin/python -m ui.launch run server.py "$@"  # Streamlit, offline (ui/launch.py)

@@ -236,8 +236,8 @@ def _flags(table: dict, prefix: str = "") -> dict[str, str]:
 
 
 def streamlit_command(passed: list[str]) -> list[str]:
-    """`streamlit run server.py` (app.py, see ui/serving.py) with the app's settings and limits,
-    then `passed` (which wins)."""
+    """`streamlit run server.py` (app.py, see ui/serving.py; through ui/launch.py, offline) with
+    the app's settings and limits, then `passed` (which wins)."""
     from ui.server_limits import OPTIONS
 
     with STREAMLIT_SETTINGS.open("rb") as handle:
@@ -246,7 +246,7 @@ def streamlit_command(passed: list[str]) -> list[str]:
     named = {argument.split("=")[0].removeprefix("--") for argument in passed
              if argument.startswith("--")}
     ours = [f"--{name}={value}" for name, value in options.items() if name not in named]
-    return [sys.executable, "-m", "streamlit", "run", str(SERVER), *ours, *passed]
+    return [sys.executable, "-m", "ui.launch", "run", str(SERVER), *ours, *passed]
 
 
 def serve_command(arguments: argparse.Namespace) -> None:

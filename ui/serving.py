@@ -108,6 +108,11 @@ def load_default_model() -> None:
         except ConfigError:
             return  # app.py says what is wrong on every page
         stay_offline_unless_allowed()  # before huggingface_hub reads it at its import
+        from transformers.utils import logging as transformers_logging
+
+        # the server's log says what was loaded in one line; transformers' own bars (one per
+        # model a page loads) only fill the lecturer's terminal
+        transformers_logging.disable_progress_bar()
         import ui.attention  # noqa: F401  (the engine and the first page's imports)
         from models.loading.source import ModelSource
         from ui import cache as kept_models
@@ -123,12 +128,34 @@ def load_default_model() -> None:
           flush=True)
 
 
+def open_browser() -> None:
+    """Open the app in the machine's browser unless Streamlit runs headless, at the address
+    `streamlit run app.py` opens (its browser.serverAddress, else its server.address, else
+    localhost): Streamlit's ASGI server does not open one itself (Streamlit 1.67)."""
+    from streamlit import cli_util, config
+    from streamlit.web.server import server_util
+
+    if config.get_option("server.headless"):
+        return
+    address = "localhost"
+    if config.is_manually_set("browser.serverAddress"):
+        address = config.get_option("browser.serverAddress")
+    elif config.is_manually_set("server.address"):
+        address = server_util.get_display_address(config.get_option("server.address"))
+    cli_util.open_browser(server_util.get_url(address))
+
+
 @asynccontextmanager
 async def warm_up(_app):
-    """Lifespan: `load_default_model` in a thread of its own while the server serves; when it
-    stops, the files it wrote are removed (ui/shutdown.py: uvicorn then ends the process by the
-    signal that stopped it, and `atexit` would not run)."""
+    """Lifespan: `load_default_model` in a thread of its own while the server serves and the
+    browser opened (`open_browser`); when it stops, the files it wrote are removed
+    (ui/shutdown.py: uvicorn then ends the process by the signal that stopped it, and `atexit`
+    would not run)."""
     threading.Thread(target=load_default_model, name="warm-up", daemon=True).start()
+    try:
+        open_browser()
+    except Exception:
+        LOG.exception("the browser could not be opened; open the Local URL above")
     try:
         yield
     finally:

@@ -141,7 +141,10 @@ def test_the_real_command_never_prints_a_trace(tmp_path):
 
 def test_serve_runs_the_packaged_app_with_its_settings_and_passes_options_through():
     command = cli.streamlit_command(["--server.port", "8765", "--server.maxUploadSize=20"])
-    assert command[1:5] == ["-m", "streamlit", "run", str(ROOT / "server.py")]
+    assert command[1:5] == ["-m", "ui.launch", "run", str(ROOT / "server.py")]
+    # start.sh serves the same way (tests/reliability/test_serving.py starts this command)
+    assert (ROOT / "start.sh").read_text().strip().splitlines()[-1].startswith(
+        'exec .venv/bin/python -m ui.launch run server.py "$@"')
     with (ROOT / ".streamlit" / "config.toml").open("rb") as handle:
         settings = tomllib.load(handle)
     assert "--server.enableStaticServing=true" in command

@@ -1,17 +1,21 @@
 """server.py's additions around app.py (ui/serving.py): a page that imports Streamlit's Plotly
-chunk from its head, and the default model loaded as the server starts."""
+chunk from its head, and the default model loaded as the server starts; and the command that
+serves it (ui/launch.py, .streamlit/config.toml): nothing asked of the internet, no question in
+the terminal."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import re
+import stat
 import subprocess
 import sys
 import time
 import urllib.request
 
-from tests.browser_support import ROOT, app_log
+from cli import main as cli
+from tests.browser_support import ROOT, _free_port, app_log, stop_app
 from ui import serving
 
 PAGE = (b'<html><head><script type="module" src="./static/js/index.X.js"></script></head>'
@@ -99,6 +103,7 @@ def test_the_warm_up_keeps_the_hub_off_and_loads_nothing_with_a_wrong_configurat
                           capture_output=True, timeout=300)
     assert fine.stdout.split() == ["True", "True"], fine.stderr[-2000:]
     assert "the default model sentence-transformers/all-MiniLM-L6-v2 is loaded" in fine.stderr
+    assert "Loading weights" not in fine.stderr  # transformers' bar, off in a server
     wrong = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, text=True, timeout=300,
                            env=dict(clean, ATTENTION_EXPLORER_HUB="sometimes"),
                            capture_output=True)
@@ -124,3 +129,60 @@ def test_cleanups_run_once_last_first_and_a_failing_one_does_not_stop_the_others
     shutdown.run_cleanups()  # the server's lifespan, then atexit: nothing twice
     assert ran == ["last", "fails", "first"]
     assert "a cleanup at shutdown failed" in caplog.text and "gone already" in caplog.text
+
+
+def _serve_until_it_answers(arguments: list[str], env: dict, log) -> int:
+    """Start what `attention-explorer serve` (and start.sh) runs with `arguments`, wait until it
+    answers, stop it; its port. Its terminal never types anything (stdin stays open, empty)."""
+    port = _free_port()
+    command = cli.streamlit_command([*arguments, "--server.port", str(port)])
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=log,
+                               stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert process.poll() is None, f"the server exited with code {process.returncode}"
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health",
+                                            timeout=2) as response:
+                    if response.status == 200:
+                        return port
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "the server did not answer within 60 s"
+            time.sleep(0.3)
+    finally:
+        stop_app(process.pid)
+        process.wait(timeout=30)
+
+
+def test_the_served_app_asks_nothing_of_the_internet_and_nothing_of_the_terminal(tmp_path):
+    """Without a display (headless), Streamlit would ask checkip.amazonaws.com for the machine's
+    public address before listening; with one, on its first run (no ~/.streamlit yet), it would
+    wait for an email address in the terminal. Both servers here answer, print their local and
+    network addresses and no public one, and the one with a display opens the browser on its
+    local address (a stand-in `xdg-open` notes it)."""
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    opened = tmp_path / "opened.txt"
+    opener = tools / "xdg-open"
+    opener.write_text(f'#!/bin/sh\necho "$1" >> "{opened}"\n')
+    opener.chmod(opener.stat().st_mode | stat.S_IEXEC)
+    home = tmp_path / "home"  # a first run: no ~/.streamlit/credentials.toml
+    home.mkdir()
+    env = dict(os.environ, HOME=str(home), PATH=f"{tools}{os.pathsep}{os.environ['PATH']}",
+               HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1", DISPLAY=":0")
+    for headless in ("true", "false"):
+        log_path = tmp_path / f"headless-{headless}.log"
+        with open(log_path, "w") as log:
+            port = _serve_until_it_answers(["--server.headless", headless], env, log)
+        banner = log_path.read_text()
+        assert f"Local URL: http://localhost:{port}" in banner, banner
+        assert "Network URL" in banner, banner
+        for unwanted in ("External URL", "external IP", "Email"):
+            assert unwanted not in banner, banner
+    deadline = time.monotonic() + 30  # the opener runs beside the server
+    while not opened.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert opened.exists(), "the browser was not opened"
+    assert opened.read_text().split() == [f"http://localhost:{port}"]
