@@ -20,6 +20,10 @@ except ConfigError as error:
     st.stop()
 stay_offline_unless_allowed()  # HF_HUB_OFFLINE=1 unless ATTENTION_EXPLORER_HUB=on
 
+from ui.serving import import_engine  # noqa: E402
+
+import_engine()  # one thread at a time (the warm-up and the first sessions start together)
+
 from ui.accessibility import accessible_page  # noqa: E402
 from ui.attention import read_setting  # noqa: E402
 from ui.decks import deck_slide  # noqa: E402

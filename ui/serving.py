@@ -91,6 +91,19 @@ class PlotlyFirst:
         await self.app(dict(scope, headers=headers), receive, page_with_import)
 
 
+ENGINE_IMPORT = threading.Lock()
+
+
+def import_engine() -> None:
+    """Import the engine and what the first page needs (ui.attention: torch, transformers' model
+    code), one thread at a time. On a fresh server the warm-up's thread and the first sessions'
+    runs of app.py start together, and importing transformers from two threads at once fails
+    now and then (each sees the other's half-initialised modules: "cannot import name
+    'AttentionInterface' from 'transformers'"); the others wait here, then find it imported."""
+    with ENGINE_IMPORT:
+        import ui.attention  # noqa: F401
+
+
 def load_default_model() -> None:
     """Import what the first page needs and load the embedded default model into the server's
     model store (the one the pages read), logging how long it took; a failure is logged and
@@ -108,12 +121,12 @@ def load_default_model() -> None:
         except ConfigError:
             return  # app.py says what is wrong on every page
         stay_offline_unless_allowed()  # before huggingface_hub reads it at its import
+        import_engine()
         from transformers.utils import logging as transformers_logging
 
         # the server's log says what was loaded in one line; transformers' own bars (one per
         # model a page loads) only fill the lecturer's terminal
         transformers_logging.disable_progress_bar()
-        import ui.attention  # noqa: F401  (the engine and the first page's imports)
         from models.loading.source import ModelSource
         from ui import cache as kept_models
 

@@ -5,6 +5,7 @@ the terminal."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import os
 import re
@@ -186,3 +187,56 @@ def test_the_served_app_asks_nothing_of_the_internet_and_nothing_of_the_terminal
         time.sleep(0.2)
     assert opened.exists(), "the browser was not opened"
     assert opened.read_text().split() == [f"http://localhost:{port}"]
+
+
+ALONGSIDE = """
+import sys, threading, time
+from ui import serving
+
+errors = []
+
+
+def later(work, delay):
+    def run():
+        time.sleep(delay)
+        try:
+            work()
+        except Exception as error:
+            errors.append(repr(error))
+    return threading.Thread(target=run)
+
+
+def session():  # what a session's run of app.py imports first
+    IMPORT
+    from transformers import AttentionInterface  # the name that went missing
+    import ui.state, ui.links, ui.decks
+
+
+runs = [later(serving.load_default_model, 0)] + [later(session, delay)
+                                                 for delay in (0.3, 0.9, 1.5, 2.1, 2.7)]
+for run in runs:
+    run.start()
+for run in runs:
+    run.join()
+print(errors)
+"""
+
+
+def test_the_warm_up_and_the_first_sessions_import_the_engine_together_without_failing():
+    """A fresh server: the warm-up's thread and five sessions' runs of app.py, started 0.3-2.7 s
+    apart, all import the engine; importing transformers from two threads at once failed the
+    first page now and then ("cannot import name 'AttentionInterface'", once in a clone's
+    browser test). app.py goes through the same lock, before any other engine import."""
+    probe = ALONGSIDE.replace("IMPORT", "serving.import_engine()")
+    result = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, text=True,
+                            capture_output=True, timeout=300,
+                            env=dict(os.environ, HF_HUB_OFFLINE="1"))
+    assert result.stdout.strip() == "[]", (result.stdout, result.stderr[-2000:])
+    statements = ast.parse((ROOT / "app.py").read_text()).body
+    call = next(index for index, node in enumerate(statements)
+                if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+                and getattr(node.value.func, "id", None) == "import_engine")
+    first_ui = next(index for index, node in enumerate(statements)
+                    if isinstance(node, ast.ImportFrom) and node.module.startswith("ui.")
+                    and node.module != "ui.serving")
+    assert call < first_ui
