@@ -7,6 +7,7 @@ from __future__ import annotations
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.app_support import GUARD_MESSAGE
 from tests.browser_support import wait_idle
@@ -169,10 +170,14 @@ def test_model_view_fits_its_frame_with_every_head_and_draws_the_chosen_ones(app
     for layer in ("1", "2", "3", "4"):
         layers.get_by_role("button", name=f"Remove {layer}", exact=True).click()
         wait_idle(page)
+    # the last removal's run has finished when the view's link says so; the frame it draws
+    # replaces the old one (the locator finds the frame anew each time it looks)
+    page.wait_for_function("() => new URLSearchParams(location.search).get('layers') === '0,5'",
+                           timeout=60_000)
+    wait_idle(page)
+    expect(page.frame_locator(MODEL_VIEW_FRAME).locator(".attn_background")).to_have_count(
+        2 * HEADS, timeout=60_000)
     element, frame = frame_of(page, MODEL_VIEW_FRAME)
-    frame.locator(".attn_background").nth(2 * HEADS - 1).wait_for(state="attached",
-                                                                  timeout=60_000)
-    assert frame.locator(".attn_background").count() == 2 * HEADS
     labels = frame.locator("#vis svg > text").all_text_contents()
     assert labels[HEADS + 1:] == ["Layers", "0", "5"]
     assert_clean(page)
