@@ -93,22 +93,30 @@ def start_app(script: Path | None = None, **environment: str) -> tuple[subproces
     log = open(app_log(url), "w")
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"streamlit exited with code {process.returncode}")
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-                    if response.status == 200:
-                        return process, url
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"streamlit did not answer within {START_TIMEOUT_S} s")
-            time.sleep(0.3)
+        wait_until_it_answers(process, url)
     except BaseException:
         stop_app(process.pid)
         raise
+    return process, url
+
+
+def wait_until_it_answers(process: subprocess.Popen, url: str,
+                          timeout_s: float = START_TIMEOUT_S) -> None:
+    """Wait until the Streamlit server `process` answers its health check at `url`; a
+    RuntimeError if it exits first or does not answer within `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"streamlit exited with code {process.returncode}")
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"streamlit did not answer within {timeout_s:.0f} s")
+        time.sleep(0.3)
 
 
 def stop_app(pid: int) -> None:

@@ -16,7 +16,7 @@ import time
 import urllib.request
 
 from cli import main as cli
-from tests.browser_support import ROOT, _free_port, app_log, stop_app
+from tests.browser_support import ROOT, _free_port, app_log, stop_app, wait_until_it_answers
 from ui import serving
 
 PAGE = (b'<html><head><script type="module" src="./static/js/index.X.js"></script></head>'
@@ -140,18 +140,8 @@ def _serve_until_it_answers(arguments: list[str], env: dict, log) -> int:
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=log,
                                stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert process.poll() is None, f"the server exited with code {process.returncode}"
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health",
-                                            timeout=2) as response:
-                    if response.status == 200:
-                        return port
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, "the server did not answer within 60 s"
-            time.sleep(0.3)
+        wait_until_it_answers(process, f"http://127.0.0.1:{port}", timeout_s=60)
+        return port
     finally:
         stop_app(process.pid)
         process.wait(timeout=30)
