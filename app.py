@@ -30,7 +30,7 @@ from ui.decks import deck_slide  # noqa: E402
 from ui.examples import examples_menu  # noqa: E402
 from ui.links import LinkedView  # noqa: E402
 from ui.server_limits import warn_if_limits_differ  # noqa: E402
-from ui.state import sidebar  # noqa: E402
+from ui.state import fold_sidebar_when_presenting, sidebar  # noqa: E402
 from ui.timing import RunClock  # noqa: E402
 
 run_clock = RunClock.start()  # the run's times go to ATTENTION_EXPLORER_TIMING_LOG when it is set
@@ -87,6 +87,7 @@ warn_if_limits_differ()
 view = None
 try:  # the link, the sidebar and the page, all inside the one guard
     view = LinkedView.restore(page)  # the URL's view into the session, before any widget exists
+    fold_sidebar_when_presenting()
     sidebar(read_setting)
     examples_menu()  # the chapters' examples, one click each
     view.share()  # the session's view into the URL, and "Link to this view" in the sidebar

@@ -64,9 +64,9 @@ if len(candidates) > SHOWN_KEYS:
     shown_keys = strongest_keys(row.weights, candidates, SHOWN_KEYS)
     setup.caption(f"Over {len(tokens):,} keys the bars show the {SHOWN_KEYS} with the largest "
                   "weights, in order of position; the table lists every key.")
-setup.latex(r"\text{weights} = \operatorname{softmax}\!\left(\frac{q\,K^\top}{\sqrt{d_k}}"
-            r" + \text{mask}\right)")
-setup.latex(r"\text{output} = \textstyle\sum_j \text{weight}_j\, v_j")
+setup.latex(r"\begin{aligned}\text{scores} &= q\,K^\top / \sqrt{d_k} + \text{mask} \\ "
+            r"\text{weights} &= \operatorname{softmax}(\text{scores}) \\ "
+            r"\text{output} &= \textstyle\sum_j \text{weight}_j v_j\end{aligned}")
 setup.markdown(
     "Its attention row takes four steps: the dot product of its query vector with every key "
     "vector, a division by √d_k so the numbers do not grow with the vector size, the mask (keys "

@@ -156,6 +156,15 @@ def sidebar(after_model=None) -> None:
         _presenter_section()
 
 
+def fold_sidebar_when_presenting() -> None:
+    """Presenter mode folds the sidebar away: a link with `present=true` opens without it, and
+    turning the mode on closes it, so the page takes the projector's whole width. Streamlit
+    applies the setting only when it changes between runs, so a lecturer who opens the sidebar
+    again while presenting keeps it open."""
+    presenting = bool(st.session_state.get(charts.PRESENTER))
+    st.set_page_config(initial_sidebar_state="collapsed" if presenting else "auto")
+
+
 def _presenter_section() -> None:
     """Presenter mode (large dark text), colour-blind-safe colours, the figure download format."""
     st.subheader("Presenter", divider="gray")

@@ -15,9 +15,11 @@ from viz.heatmap import matrix_heatmap
 from viz.labels import tick_labels
 from viz.long_view import _ranges, _tick_values
 
+# one short equation per line: a narrow text column beside the maps holds them at presenter size
 FORMULA = (
-    r"\hat{A}_l = \operatorname{rownorm}\!\left(\tfrac{1}{2}\Big(\tfrac{1}{H}\sum_{h=1}^{H} "
-    r"A_{l,h} + I\Big)\right), \qquad \tilde{A}_l = \hat{A}_l\,\hat{A}_{l-1}\cdots\hat{A}_1"
+    r"\begin{aligned}\bar{A}_l &= \tfrac{1}{H}\textstyle\sum_{h} A_{l,h} \\ "
+    r"\hat{A}_l &= \operatorname{rownorm}\big(\tfrac{1}{2}(\bar{A}_l + I)\big) \\ "
+    r"\tilde{A}_l &= \hat{A}_l\,\hat{A}_{l-1}\cdots\hat{A}_1\end{aligned}"
 )
 FORMULA_TEXT = (
     "Per layer l: average the H heads' maps, add the identity for the residual connection, "

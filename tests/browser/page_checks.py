@@ -54,6 +54,20 @@ def settle(page) -> None:
         .every(chart => chart.querySelector('.main-svg'))""", timeout=SLOW_MS)
 
 
+def formula_problems(page, where: str) -> list[str]:
+    """Display formulas wider than their column, or drawn under presenter mode's text size to fit
+    it (ui/accessibility.py draws a wide one smaller, within limits, then lets it scroll): on a
+    projector a formula's cut-off part is simply missing."""
+    shown = page.evaluate("""() => [...document.querySelectorAll('.katex-display')]
+        .filter(formula => formula.getClientRects().length > 0)
+        .map(formula => [formula.querySelector('annotation')?.textContent ?? '',
+                         formula.scrollWidth, formula.clientWidth,
+                         parseFloat(getComputedStyle(formula.querySelector('.katex')).fontSize)])""")
+    return [f"{where}: the formula {source[:50]!r} is {width} px wide in a {room}-px column, "
+            f"its text {size:.1f} px" for source, width, room, size in shown
+            if width > room or size < PRESENTER_PX]
+
+
 def presenting(page) -> bool:
     """Presenter mode's style is on the page."""
     return page.evaluate("text => [...document.querySelectorAll('style')].some(s => "

@@ -1,7 +1,8 @@
 """Accessibility in the real browser beyond each page as it opens (every page passes axe-core in
 both themes in test_browser_pages.py): the panels that open (the sidebar's model panel, the top
-bar's menus) pass axe-core too, presenter mode switched on in the sidebar follows the menu, and the
-keyboard alone drives the sidebar and a page's slider to a new figure."""
+bar's menus) pass axe-core too, presenter mode switched on in the sidebar follows the menu and
+folds the sidebar away, and the keyboard alone drives the sidebar and a page's slider to a new
+figure."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from urllib.parse import urlparse
 from tests.browser.page_checks import (PRESENTER_PX, PRESENTER_STYLE, SLOW_MS, blocking_violations,
                                        figure_problems, settle)
 from tests.browser.page_checks import page  # noqa: F401 (the fixture)
-from tests.browser_support import PAGES, visit, wait_idle
+from tests.browser_support import PAGES, set_sidebar_text, visit, wait_idle
 
 MAX_TABS = 80  # a control further than this many Tab presses away counts as unreachable
 
@@ -58,6 +59,48 @@ def test_the_panels_pass_axe_and_presenter_mode_follows_the_menu(app_url, page):
     figures, named = figure_problems(page, f"/{path} presenter by the menu")
     assert problems + named == [], "\n".join(problems + named)
     assert figures >= 1
+    assert page.outside_requests == []
+
+
+SIDEBAR_WIDTH = """() => document.querySelector('[data-testid="stSidebar"]')
+    .getBoundingClientRect().width"""
+
+
+def wait_for_sidebar(page, shown: bool) -> None:
+    """Wait until the sidebar has slid fully in (`shown`) or out."""
+    page.wait_for_function(f"() => ({SIDEBAR_WIDTH})() {'> 200' if shown else '=== 0'}",
+                           timeout=10_000)
+
+
+def test_presenter_mode_folds_the_sidebar_and_leaves_it_open_once_reopened(app_url, page):
+    """A prepared slide's link (`present=true`) opens with the sidebar folded, so the page has
+    the projector's whole width; turning presenter mode on in the sidebar folds it too. A
+    lecturer who opens it again to type a sentence keeps it open while the page redraws, and
+    turning the mode off leaves it open."""
+    page.goto(f"{app_url}/rollout?present=true")
+    page.get_by_role("heading", name="Attention rollout").first.wait_for(timeout=SLOW_MS)
+    settle(page)
+    wait_for_sidebar(page, shown=False)
+    visit(page, app_url, "rollout", "Attention rollout")  # a new session: presenter mode off
+    settle(page)
+    wait_for_sidebar(page, shown=True)
+    switch = page.get_by_role("switch", name="Presenter mode")
+    switch.focus()
+    page.keyboard.press("Space")
+    wait_for_sidebar(page, shown=False)
+    page.locator('[data-testid="stExpandSidebarButton"]').click()
+    wait_for_sidebar(page, shown=True)
+    set_sidebar_text(page, "The banana flies like an arrow.")
+    page.wait_for_function("""() => [...document.querySelectorAll('.js-plotly-plot .xtick')]
+        .some(tick => tick.textContent === 'banana')""", timeout=SLOW_MS)
+    wait_idle(page, SLOW_MS)
+    assert page.evaluate(SIDEBAR_WIDTH) > 200, "the reopened sidebar folded again on a redraw"
+    switch.focus()
+    page.keyboard.press("Space")
+    page.wait_for_function("text => ![...document.querySelectorAll('style')].some(s => "
+                           "s.textContent.includes(text))", arg=PRESENTER_STYLE, timeout=SLOW_MS)
+    wait_idle(page, SLOW_MS)
+    assert page.evaluate(SIDEBAR_WIDTH) > 200, "turning presenter mode off folded the sidebar"
     assert page.outside_requests == []
 
 

@@ -25,7 +25,7 @@ import pytest
 
 from tests.browser.page_checks import (ARTIFACTS, MEASURE, SLOW_MS, blocking_violations,
                                        close_sidebar, failures, figure_problems,
-                                       main_figure_problems, open_presenting,
+                                       formula_problems, main_figure_problems, open_presenting,
                                        present_from_sidebar, settle, unfocusable_controls)
 from tests.browser.page_checks import page  # noqa: F401 (the fixture)
 from tests.browser_support import NO_PLOTLY_ON_OPEN, PAGES, visit
@@ -82,6 +82,7 @@ def test_the_page_passes_axe_in_both_themes_and_holds_its_presenter_layout(app_u
         assert layout, f"{name} holds now: remove it from KNOWN"
     else:
         problems += [f"{name}: {problem}" for problem in layout]
+    problems += formula_problems(page, f"/{path} presenter, sidebar closed")
     if path in MAIN_FIGURES:
         problems += main_figure_problems(page, MAIN_FIGURES[path], f"/{path} presenter",
                                          ARTIFACTS / "presenter" / f"{name}.png")
