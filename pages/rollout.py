@@ -25,17 +25,13 @@ attention = inputs.current()
 if attention is not None:
     st.session_state.setdefault("rollout_layer", attention.num_layers - 1)  # the whole flow first
     layer = index_slider("Layer", attention.num_layers, "rollout_layer", intro)
-    intro.caption(f"{inputs.caption(attention)}. Left: what layer {layer} attends to directly "
-                  "(the mean of its heads). Right: how its output traces back to the input.")
+    intro.caption(f"{inputs.caption(attention)}. First: how the output of layer {layer} traces "
+                  "back to the input. Under it: what the layer attends to directly (the mean of "
+                  "its heads).")
     raw, rolled = views.rollout_figures(attention, layer)
-    # side by side, except in presenter mode: its large labels need the column's whole width,
-    # and the rolled-out map (the page's point) comes first, on the first screen
-    if charts.presentation().presenter:
-        charts.show(rolled, key="rollout_rolled", container=picture)
-        charts.show(raw, key="rollout_raw", container=picture)
-    else:
-        left, right = picture.columns(2)
-        charts.show(raw, key="rollout_raw", container=left)
-        charts.show(rolled, key="rollout_rolled", container=right)
+    # one above the other: side by side, each had a third of the page and its labels overlapped;
+    # the rolled-out map (the page's point) comes first, on the first screen
+    charts.show(rolled, key="rollout_rolled", container=picture)
+    charts.show(raw, key="rollout_raw", container=picture)
     figure_downloads([raw, rolled], title_for("Attention rollout", attention.tokens, layer),
                      f"{safe_stem(attention.label)}_rollout_L{layer}", "rollout_figure")

@@ -3,6 +3,8 @@ with the T² part (scores, softmax, weighted sum) beside the linear parts (proje
 
 from __future__ import annotations
 
+import math
+
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -34,17 +36,26 @@ def flops_figure(counts, crossover: int, shape_name: str) -> go.Figure:
     tokens = [c.tokens for c in counts]
     figure = go.Figure([
         go.Scatter(x=tokens, y=[c.quadratic for c in counts], mode="lines+markers",
-                   name="attention's T² part (scores, softmax, weighted sum)",
+                   name="attention's T² part",
                    line=dict(color=QUADRATIC_COLOUR, width=3)),
         go.Scatter(x=tokens, y=[c.linear for c in counts], mode="lines+markers",
-                   name="linear parts (q, k, v and output projections, MLP)",
+                   name="linear parts (projections, MLP)",
                    line=dict(color=LINEAR_COLOUR, width=3)),
     ])
-    figure.add_vline(x=crossover, line=dict(color="#636363", dash="dot"),
-                     annotation_text=f"equal at {crossover:,} tokens",
-                     annotation_position="top left")
+    # the label on its own: add_vline's would sit at x = crossover, which a log axis reads as
+    # 10**crossover (off the figure)
+    figure.add_vline(x=crossover, line=dict(color="#636363", dash="dot"))
+    figure.add_annotation(x=math.log10(crossover), xref="x", y=1, yref="y domain",
+                          text=f"equal at {crossover:,} tokens", showarrow=False,
+                          xanchor="right", yanchor="top")
     _log_axes(figure, "tokens T (log scale)", "FLOPs in one layer (log scale)")
-    return _layout(figure, f"The chapter's arithmetic for one {shape_name} layer")
+    # short legend entries on one row, and the title on two lines from the top of the figure: in
+    # the page's figure column a longer legend wrapped up into the title
+    figure = _layout(figure, f"The chapter's arithmetic:<br>one {shape_name} layer")
+    # (Plotly centres a title's lines on its anchor: the pad holds the half line above it)
+    figure.update_layout(title=dict(yref="container", y=1, yanchor="top", pad=dict(t=24)),
+                         margin=dict(t=110))
+    return figure
 
 
 def measured_figure(measurement) -> go.Figure:

@@ -29,15 +29,15 @@ FORMULA_TEXT = (
 )
 
 
-ROLLOUT_HEIGHT_PX = 500  # the two maps share a column: no taller than their width allows
+ROLLOUT_HEIGHT_PX = 500  # one map above the other: the first one and its scale on one screen
 ROLLOUT_TOP_MARGIN_PX = 170  # the title, then the key labels and "key" under it (large fonts too)
 
 
 def rollout_figures(raw: np.ndarray, rolled: np.ndarray, tokens: tuple[str, ...],
                     layer: int) -> tuple[go.Figure, go.Figure]:
     """(raw head-averaged attention of `layer`, rollout up to `layer`), each (Q, K) exact, on one
-    [0, 1] scale, made to stand side by side in a narrow column: short titles with room under
-    them for the key labels, and the maps at the top of the figures."""
+    [0, 1] scale, made to stand one above the other in the page's figure column: short titles
+    with room under them for the key labels, and the maps at the top of the figures."""
     figures = (
         matrix_heatmap(raw, tokens, f"Raw attention · layer {layer}"),
         matrix_heatmap(rolled, tokens, f"Rollout · layers 0 to {layer}"),
@@ -49,7 +49,7 @@ def rollout_figures(raw: np.ndarray, rolled: np.ndarray, tokens: tuple[str, ...]
     return figures
 
 
-LONG_ROLLOUT_HEIGHT_PX = 520  # two maps side by side across the page: as tall as they are wide
+LONG_ROLLOUT_HEIGHT_PX = 520  # as tall as the map is wide, its colour bar under it
 
 POOLED_ROLLOUT_HOVER = ("queries %{{customdata[0]}}<br>keys %{{customdata[1]}}<br>"
                         "largest {value} %{{z:.4g}}<extra></extra>")  # .format(value=...)
@@ -84,7 +84,7 @@ def _pooled_figure(pooled: PooledMap, tokens, title: str, value: str) -> go.Figu
         z=pooled.values, customdata=customdata,
         hovertemplate=POOLED_ROLLOUT_HOVER.format(value=value),
         colorscale=style.COLORSCALE, zmin=0.0, zmax=float(pooled.tops),
-        # under the map: two maps share the page's width, and a bar beside each takes a third
+        # under the map: a bar beside it would take a third of the column's width
         colorbar=dict(title=dict(text=value, side="right"), orientation="h", thickness=12,
                       len=0.9, y=-0.02, yanchor="top"),
     ))
@@ -105,8 +105,8 @@ def _pooled_figure(pooled: PooledMap, tokens, title: str, value: str) -> go.Figu
 def long_rollout_figures(raw: PooledMap, rolled: PooledMap, layer: int,
                          tokens) -> tuple[go.Figure, go.Figure]:
     """(head-averaged attention of `layer`, rollout up to `layer`) of a long input, each from
-    its max-pooled (c, c) map (models.analysis.rollout.RolloutMaps.pooled), sized to stand side
-    by side like `rollout_figures`; the hover names each block's tokens."""
+    its max-pooled (c, c) map (models.analysis.rollout.RolloutMaps.pooled), sized to stand one
+    above the other like `rollout_figures`; the hover names each block's tokens."""
     if len(tokens) != raw.num_queries:
         raise ValueError(f"{len(tokens)} tokens for an input of {raw.num_queries}")
     return (

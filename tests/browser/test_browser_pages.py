@@ -6,13 +6,16 @@ and tests/browser/test_browser_beside.py open theirs). Each is checked for every
 
 - light: the sidebar's sentence box is beside the page; axe-core finds no serious or critical
   violation; every figure has a text alternative (its title and what it shows) and readable text;
-  every control takes the keyboard's focus; no exception, no app.py guard message;
-- presenter mode, sidebar open: the same figures drawn, presenter mode's style on, axe-core and
-  the figures' names again, no exception, no guard message;
-- presenter mode, sidebar closed: no figure wider than the screen, no text of a Plotly figure
-  (titles, axis titles, tick labels, legends, annotations, colour bars) leaving its figure or
-  overlapping another, and the page's main figure wholly on the screen with its title and tick
-  labels at presenter size.
+  no text of a Plotly figure (titles, axis titles, tick labels, legends, annotations, colour bars)
+  leaves its figure or overlaps another; every control takes the keyboard's focus; no exception,
+  no app.py guard message;
+- presenter mode, switched on in the sidebar (which folds it away): the same figures drawn,
+  presenter mode's style on, axe-core and the figures' names again, no exception, no guard
+  message;
+- presenter mode, sidebar closed: no figure wider than the screen, no figure text leaving its
+  figure or overlapping another, no display formula wider than its column or drawn under
+  presenter size, and the page's main figure wholly on the screen with its title and tick labels
+  at presenter size.
 
 Nothing leaves the machine. One test per page (pytest-xdist spreads them); the decoder's pages are
 also opened with the decoder chosen, where their main figure is drawn. Screenshots go to
@@ -66,6 +69,7 @@ def test_the_page_passes_axe_in_both_themes_and_holds_its_presenter_layout(app_u
     problems = blocking_violations(page, f"/{path} light")
     light, named = figure_problems(page, f"/{path} light")
     problems += named + unfocusable_controls(page, f"/{path}") + failures(page, f"/{path} light")
+    problems += [f"{name} light: {problem}" for problem in page.evaluate(MEASURE)]  # as it opens
 
     present_from_sidebar(page, figures=light)  # the same figures, drawn again
     problems += blocking_violations(page, f"/{path} presenter")

@@ -72,6 +72,15 @@ def test_the_cost_page_shows_the_arithmetic_and_measures_when_asked():
     np.testing.assert_allclose(quadratic[1:] / quadratic[:-1], (lengths[1:] / lengths[:-1]) ** 2)
     np.testing.assert_allclose(linear[1:] / linear[:-1], lengths[1:] / lengths[:-1])
     assert f"{crossover_tokens(MINILM):,} tokens" in texts(at)
+    # the crossover's line and its label where they cross (a log axis places an annotation by
+    # the logarithm of its x, a shape by x itself)
+    crossover = crossover_tokens(MINILM)
+    assert flops["layout"]["xaxis"]["type"] == "log"
+    (line,) = flops["layout"]["shapes"]
+    assert line["x0"] == line["x1"] == crossover
+    (label,) = [note for note in flops["layout"]["annotations"] if "equal at" in note["text"]]
+    assert label["xref"] == "x" and abs(label["x"] - np.log10(crossover)) < 1e-9
+    assert 10 ** label["x"] < lengths.max() and 10 ** label["x"] > lengths.min()  # on the figure
     at.button(key="cost_measure").click().run()
     measured = figures(at)[-1]
     assert "Measured on this machine" in measured["layout"]["title"]["text"]

@@ -37,7 +37,9 @@ def long_record(decoder_runner) -> AttentionRecord:
 def test_rollout_reads_a_long_input_whole_and_equals_the_full_maps_rollout(long_record):
     at = run_page("rollout", text=LONG_TEXT, state={**DECODER, "sb_read_all": True,
                                                     "rollout_layer": 17})
-    raw, rolled = figures(at)
+    rolled, raw = figures(at)  # the rollout first, on the first screen
+    assert rolled["layout"]["title"]["text"].startswith("Rollout · layers 0 to 17")
+    assert raw["layout"]["title"]["text"].startswith("Raw attention · layer 17")
     count = long_record.num_tokens
     assert f"{count:,}" in texts(at)
     expected_raw = max_pool(head_average(long_record)[17][None].astype(np.float32),
