@@ -68,7 +68,9 @@ FORMULA_SCRIPT = """<script>
 
 # Pills and segmented controls wider than their column wrap onto another line: Streamlit scrolls
 # them sideways, which hides choices (two of a narrow column's six token pills) from a projector.
-# So do the labels Streamlit cuts with "…" (a toggle's, in a column beside a figure).
+# So do the labels Streamlit cuts with "…" (a toggle's, in a column beside a figure). A display
+# formula spans its column and its own width does not widen the column (it did: a column beside a
+# figure grew to the formula's width), so the script above measures it against the column.
 ACCESSIBLE_CSS = f"""<style>
 .st-key-{SCRIPT_KEY} {{ display: none; }}
 .stApp [data-testid="stMarkdown"] div:has(.katex-display) {{ width: 100%; }}
