@@ -21,7 +21,7 @@ POOLED_HOVER = ("queries %{customdata[0]}<br>keys %{customdata[1]}<br>"
                 "largest weight %{z:.4f}<extra></extra>")
 
 
-def _ranges(starts: np.ndarray, size: int) -> list[str]:
+def block_ranges(starts: np.ndarray, size: int) -> list[str]:
     """"i–j" token ranges of blocks starting at `starts` over `size` positions (just "i" each
     when nothing was pooled)."""
     if len(starts) == size:
@@ -34,7 +34,8 @@ def pooled_head_figure(pooled: PooledMap, layer: int, head: int, title: str | No
                        colorbar_title: str = "weight") -> go.Figure:
     """One head's max-pooled (q, k) map, coloured from 0 to its top."""
     queries, keys = pooled.num_queries, pooled.num_keys
-    rows, columns = _ranges(pooled.query_starts, queries), _ranges(pooled.key_starts, keys)
+    rows = block_ranges(pooled.query_starts, queries)
+    columns = block_ranges(pooled.key_starts, keys)
     customdata = np.stack(np.broadcast_arrays(np.array(rows, dtype=object)[:, None],
                                               np.array(columns, dtype=object)[None, :]), axis=-1)
     figure = go.Figure(go.Heatmap(
@@ -52,11 +53,11 @@ def pooled_head_figure(pooled: PooledMap, layer: int, head: int, title: str | No
         font=style.FONT, width=side + style.HEATMAP_EXTRA_WIDTH, height=side,
         margin=style.HEATMAP_MARGIN, plot_bgcolor="white",
         xaxis=dict(title=None, side="top", showgrid=False, zeroline=False,
-                   tickmode="array", tickvals=_tick_values(len(columns)),
-                   ticktext=[columns[i].split("–")[0] for i in _tick_values(len(columns))]),
+                   tickmode="array", tickvals=spread_ticks(len(columns)),
+                   ticktext=[columns[i].split("–")[0] for i in spread_ticks(len(columns))]),
         yaxis=dict(title="query block", autorange="reversed", showgrid=False, zeroline=False,
-                   scaleanchor="x", tickmode="array", tickvals=_tick_values(len(rows)),
-                   ticktext=[rows[i].split("–")[0] for i in _tick_values(len(rows))]),
+                   scaleanchor="x", tickmode="array", tickvals=spread_ticks(len(rows)),
+                   ticktext=[rows[i].split("–")[0] for i in spread_ticks(len(rows))]),
     )
     return figure
 
@@ -72,7 +73,8 @@ def fit_half_width(figure: go.Figure, height: int = HALF_WIDTH_HEIGHT_PX) -> go.
     return figure
 
 
-def _tick_values(count: int, labels: int = 9) -> list[int]:
+def spread_ticks(count: int, labels: int = 9) -> list[int]:
+    """At most `labels` positions spread evenly over 0..count-1, the first and last included."""
     return sorted(set(np.linspace(0, count - 1, min(labels, count)).round().astype(int).tolist()))
 
 

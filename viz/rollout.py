@@ -13,7 +13,7 @@ from models.analysis.pooling import PooledMap
 from viz import style
 from viz.heatmap import matrix_heatmap
 from viz.labels import tick_labels
-from viz.long_view import _ranges, _tick_values
+from viz.long_view import block_ranges, spread_ticks
 
 # one short equation per line: a narrow text column beside the maps holds them at presenter size
 FORMULA = (
@@ -59,7 +59,7 @@ def _block_labels(pooled: PooledMap, tokens) -> list[str]:
     """Each block's token range and its first and last tokens (escaped), e.g. "16–31 (the … cat)"."""
     labels = tick_labels(tuple(tokens))
     named = []
-    for block in _ranges(pooled.query_starts, pooled.num_queries):
+    for block in block_ranges(pooled.query_starts, pooled.num_queries):
         first, _, last = block.partition("–")
         words = labels[int(first)] + (f" … {labels[int(last)]}" if last else "")
         named.append(f"{block} ({words})")
@@ -74,7 +74,7 @@ def _pooled_figure(pooled: PooledMap, tokens, title: str, value: str) -> go.Figu
     blocks = _block_labels(pooled, tokens)
     names = np.array(blocks, dtype=object)
     customdata = np.stack(np.broadcast_arrays(names[:, None], names[None, :]), axis=-1)  # (c, c, 2)
-    ticks = _tick_values(cells)
+    ticks = spread_ticks(cells)
     ticktext = [blocks[i].split("–")[0].split(" ")[0] for i in ticks]
     if cells < num_tokens:
         block = num_tokens / cells
