@@ -49,6 +49,14 @@ def figures(at: AppTest) -> list[dict]:
     return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
 
 
+def figure_titled(at: AppTest, words: str) -> dict:
+    """The one figure on the page whose title holds `words`."""
+    titles = [figure["layout"].get("title", {}).get("text", "") for figure in figures(at)]
+    matches = [figure for figure, title in zip(figures(at), titles) if words in title]
+    assert len(matches) == 1, (words, titles)
+    return matches[0]
+
+
 def texts(at: AppTest) -> str:
     """All markdown, captions, info, warnings, errors and successes on the page, joined."""
     parts = []

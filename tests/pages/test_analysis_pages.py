@@ -11,7 +11,7 @@ from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from models.loading.pretrained import DEFAULT_MODEL
 from models.loading.kinds import PRETRAINED
 from models.loading.source import ModelSource
-from tests.app_support import figures, run_page, texts
+from tests.app_support import figure_titled, figures, run_page, texts
 from ui import cache
 from models.analysis.rollout import attention_rollout, head_average
 from models.analysis.statistics import head_statistics
@@ -33,12 +33,6 @@ def z(figure: dict) -> np.ndarray:
         shape = [int(n) for n in str(values.get("shape", len(flat))).split(",")]
         return flat.reshape(shape)
     return np.asarray(values, dtype=float)
-
-
-def by_title(at, text: str) -> dict:
-    matches = [f for f in figures(at) if text in f["layout"]["title"]["text"]]
-    assert len(matches) == 1, [f["layout"]["title"]["text"] for f in figures(at)]
-    return matches[0]
 
 
 @pytest.fixture
@@ -72,7 +66,7 @@ def test_statistics_table_has_a_row_per_head_and_downloads_as_csv(downloads):
     from_csv = pd.read_csv(io.BytesIO(csv[0]))
     assert len(from_csv) == LAYERS * HEADS and list(from_csv.columns) == list(shown.columns)
     np.testing.assert_allclose(from_csv["previous"], shown["previous"], rtol=1e-5)
-    grid = z(by_title(at, "for every layer and head"))
+    grid = z(figure_titled(at, "for every layer and head"))
     assert grid.shape == (LAYERS, HEADS)
     np.testing.assert_allclose(grid.ravel(), shown["entropy_bits"], rtol=1e-5)
     assert "Select a row" in texts(at)
@@ -81,9 +75,9 @@ def test_statistics_table_has_a_row_per_head_and_downloads_as_csv(downloads):
 def test_selecting_a_row_opens_that_head_and_a_stale_row_is_ignored():
     at = run_page("head_statistics", state={
         "stats_table": {"selection": {"rows": [14], "columns": []}}, "stats_column": "cls"})
-    opened = z(by_title(at, "Layer 1 · Head 2"))
+    opened = z(figure_titled(at, "Layer 1 · Head 2"))
     np.testing.assert_allclose(opened, sidebar_record().head(1, 2), atol=1e-5)
-    grid = z(by_title(at, "cls for every layer and head"))
+    grid = z(figure_titled(at, "cls for every layer and head"))
     np.testing.assert_allclose(grid.ravel(), at.dataframe[0].value["cls"], rtol=1e-5)
     stale = run_page("head_statistics", state={
         "stats_table": {"selection": {"rows": [999], "columns": []}}})
@@ -103,8 +97,8 @@ def test_rollout_page_states_the_formula_and_shows_rollout_next_to_raw():
     at = run_page("rollout", state={"rollout_layer": 3})
     assert "rownorm" in at.latex[0].value
     record = sidebar_record()
-    raw = z(by_title(at, "Raw attention · layer 3"))
-    rolled = z(by_title(at, "Rollout · layers 0 to 3"))
+    raw = z(figure_titled(at, "Raw attention · layer 3"))
+    rolled = z(figure_titled(at, "Rollout · layers 0 to 3"))
     assert raw.shape == rolled.shape == (record.num_tokens, record.num_tokens)
     np.testing.assert_allclose(raw, head_average(record)[3], atol=1e-5)
     np.testing.assert_allclose(rolled, attention_rollout(record)[3], atol=1e-5)
@@ -116,7 +110,7 @@ def test_rollout_respects_merged_word_pieces():
     at = run_page("rollout", text=text, state={"sb_merge_words": True})
     merged = merge_word_pieces(sidebar_record(text))
     assert merged.num_tokens < sidebar_record(text).num_tokens
-    rolled = z(by_title(at, f"Rollout · layers 0 to {merged.num_layers - 1}"))  # the default
+    rolled = z(figure_titled(at, f"Rollout · layers 0 to {merged.num_layers - 1}"))  # the default
     np.testing.assert_allclose(rolled, attention_rollout(merged)[-1], atol=1e-5)
     assert "Word pieces merged" in texts(at)
 
@@ -129,10 +123,10 @@ def test_compare_page_ranks_heads_and_shows_the_top_one_side_by_side():
     assert table["rank"].tolist() == list(range(1, LAYERS * HEADS + 1))
     assert table["difference"].is_monotonic_decreasing and table["difference"].iloc[0] > 0.05
     assert "position-aligned" in texts(at)
-    assert z(by_title(at, "How differently")).shape == (LAYERS, HEADS)
+    assert z(figure_titled(at, "How differently")).shape == (LAYERS, HEADS)
     layer, head = int(table["layer"].iloc[0]), int(table["head"].iloc[0])
-    first = z(by_title(at, f"First input · layer {layer}, head {head}"))
-    second = z(by_title(at, f"Second input · layer {layer}, head {head}"))
+    first = z(figure_titled(at, f"First input · layer {layer}, head {head}"))
+    second = z(figure_titled(at, f"Second input · layer {layer}, head {head}"))
     expected_first = sidebar_record(TEXT).head(layer, head)
     expected_second = sidebar_record("Fruit flies like a banana.").head(layer, head)
     np.testing.assert_allclose(first, expected_first, atol=1e-5)
@@ -146,9 +140,9 @@ def test_compare_page_uses_the_sidebars_two_sentences_and_a_chosen_head():
     assert not [box for box in at.main.text_input]  # no sentence boxes of its own
     assert "5 and 4 tokens" in texts(at)
     assert "aligned_jsd" not in at.dataframe[0].value.columns
-    first = z(by_title(at, "First input · layer 2, head 5"))
+    first = z(figure_titled(at, "First input · layer 2, head 5"))
     np.testing.assert_allclose(first, sidebar_record("Mario jumps.").head(2, 5), atol=1e-5)
-    second = z(by_title(at, "Second input · layer 2, head 5"))
+    second = z(figure_titled(at, "Second input · layer 2, head 5"))
     np.testing.assert_allclose(second, sidebar_record("fruit flies").head(2, 5), atol=1e-5)
 
 
@@ -156,5 +150,5 @@ def test_compare_page_falls_back_from_a_head_that_no_longer_exists():
     at = run_page("compare", state={"compare_head": "99-99", "sb_hide_special": True})
     table = at.dataframe[0].value
     layer, head = int(table["layer"].iloc[0]), int(table["head"].iloc[0])
-    assert z(by_title(at, f"First input · layer {layer}, head {head}")).shape == (6, 6)
+    assert z(figure_titled(at, f"First input · layer {layer}, head {head}")).shape == (6, 6)
     assert "are hidden" in texts(at)

@@ -11,7 +11,7 @@ import pytest
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from models.teaching.trained_translator import cache_folder, is_cached, save
-from tests.app_support import array, figures, run_page, shown, texts
+from tests.app_support import array, figure_titled, figures, run_page, shown, texts
 from tests.loading.test_hf_seq2seq import build, save_tokenizer
 from tests.scratch.test_seq2seq import real_training
 from ui.seq2seq_cache import TOY_SETTINGS
@@ -27,12 +27,6 @@ def toy_on_disk():
         save(real_training(), cache_folder(TOY_SETTINGS))
 
 
-def by_title(at, start: str) -> dict:
-    matches = [f for f in figures(at) if f["layout"].get("title", {}).get("text", "").startswith(start)]
-    assert matches, [f["layout"].get("title", {}).get("text") for f in figures(at)]
-    return matches[0]
-
-
 def test_toy_translation_with_every_view():
     at = run_page(PAGE)
     assert not at.error, [e.value for e in at.error]
@@ -45,12 +39,12 @@ def test_toy_translation_with_every_view():
     assert heatmap["layout"]["xaxis"]["ticktext"] == ["the", "red", "car", "is", "fast"]
     assert heatmap["layout"]["yaxis"]["ticktext"] == ["&lt;bos&gt;", "la", "voiture", "rouge", "est", "rapide"]
     assert "Step 1 of 6: reading *<bos>*, the decoder wrote **la**" in texts(at)
-    mosaic = array(by_title(at, "All 2 layers × 4 heads")["data"][0]["z"])
+    mosaic = array(figure_titled(at, "All 2 layers × 4 heads")["data"][0]["z"])
     assert mosaic.shape == (2 * 6, 4 * 5)
-    loss = by_title(at, "Training loss")
+    loss = figure_titled(at, "Training loss")
     assert len(loss["data"][0]["y"]["bdata"] if isinstance(loss["data"][0]["y"], dict) else
                loss["data"][0]["y"]) > 0
-    snapshots = by_title(at, "Cross-attention of layer 0, head 0 while the model learns")
+    snapshots = figure_titled(at, "Cross-attention of layer 0, head 0 while the model learns")
     assert len(snapshots["data"]) == TOY_SETTINGS.snapshots
     assert re.search(r"\d+\.\d%", at.metric[0].value) and float(at.metric[0].value[:-1]) >= 95
     html = at.get("iframe")[0].proto.srcdoc
@@ -92,7 +86,7 @@ def test_retrain_and_watch_shows_this_sessions_training():
     at.button(key="xattn_retrain").click().run()
     assert not at.error
     assert "this session's retraining, 20 steps" in texts(at)
-    snapshots = by_title(at, "Cross-attention of layer 0, head 0 while the model learns")
+    snapshots = figure_titled(at, "Cross-attention of layer 0, head 0 while the model learns")
     assert [a["text"] for a in snapshots["layout"]["annotations"]][:2] == [
         "before training", "after 4 steps"]
 

@@ -7,7 +7,7 @@ import pytest
 
 from models.loading.decoder import load_decoder
 from models.experiments.generation import MAX_NEW_TOKENS, GenerationSettings, generate
-from tests.app_support import array, figures, run_page, texts
+from tests.app_support import array, figure_titled, figures, run_page, texts
 from tests.app_support import shown as displayed
 from ui import generation_cache
 
@@ -36,14 +36,8 @@ def generate_calls(monkeypatch):
     return calls
 
 
-def by_title(at, words: str) -> dict:
-    matches = [f for f in figures(at) if words in f["layout"]["title"]["text"]]
-    assert len(matches) == 1, [f["layout"]["title"]["text"] for f in figures(at)]
-    return matches[0]
-
-
 def row_of(at) -> np.ndarray:
-    return array(by_title(at, "the row that chose")["data"][0]["z"])
+    return array(figure_titled(at, "the row that chose")["data"][0]["z"])
 
 
 def test_generates_and_the_step_slider_does_not_generate_again(reference, generate_calls):
@@ -55,7 +49,7 @@ def test_generates_and_the_step_slider_does_not_generate_again(reference, genera
     assert at.text[0].value == f"Prompt:    {PROMPT}\nGenerated: {shown}"
     assert reference.steps[0].token.text == " Paris"
     assert "chose `` ' Paris' `` with probability 0.77" in texts(at)
-    bars = by_title(at, "Step 0: the candidates")["data"][0]
+    bars = figure_titled(at, "Step 0: the candidates")["data"][0]
     assert bars["y"][0] == "1. ␣Paris"
     np.testing.assert_allclose(array(bars["x"]),
                                [c.probability for c in reference.steps[0].candidates], atol=1e-5)
@@ -76,9 +70,9 @@ def test_generates_and_the_step_slider_does_not_generate_again(reference, genera
     assert row.shape == (1, 7)
     assert abs(row.sum() - 1.0) < 1e-5
     np.testing.assert_allclose(row[0], step.weights[3, 4], atol=1e-5)
-    overview = array(by_title(at, "Layer 3: weight on the first token")["data"][0]["z"])
+    overview = array(figure_titled(at, "Layer 3: weight on the first token")["data"][0]["z"])
     np.testing.assert_allclose(overview, reference.first_token_weights()[:, 3].T, atol=1e-5)
-    sinks = array(by_title(at, "Mean weight on the first token")["data"][0]["z"])
+    sinks = array(figure_titled(at, "Mean weight on the first token")["data"][0]["z"])
     np.testing.assert_allclose(sinks, reference.sink_share(), atol=1e-5)
     assert "attention sink" in texts(at)
 
