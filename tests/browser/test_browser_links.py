@@ -192,6 +192,8 @@ def test_typing_as_a_link_opens_keeps_the_links_model_and_controls(app_url, page
     would otherwise send the widgets' defaults back (the encoder, layer 0, presenter off)."""
     link = "all_heads?model=decoder&layer=3" + ("&present=true" if present else "")
     page.goto(f"{app_url}/{link}")
+    if present:  # a presenter link opens with the sidebar folded: the lecturer opens it to type
+        page.locator('[data-testid="stExpandSidebarButton"]').click()
     box = page.get_by_label("Sentence", exact=True)
     box.fill("The keys to the cabinet are on the table.")
     box.press("Control+Enter")
