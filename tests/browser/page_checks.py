@@ -177,7 +177,9 @@ def present_from_sidebar(page, figures: int = 0) -> None:
                            "s.textContent.includes(text))", arg=PRESENTER_STYLE, timeout=SLOW_MS)
     settle(page)
     page.wait_for_function(f"() => ({DRAWN})() >= {int(figures)}", timeout=SLOW_MS)
-    assert switch.is_checked(), "presenter mode's switch is off"
+    # the switch itself is out of sight now (presenter mode folds the sidebar): the link says it
+    page.wait_for_function("() => new URLSearchParams(location.search).get('present') === 'true'",
+                           timeout=SLOW_MS)
 
 
 def close_sidebar(page) -> None:

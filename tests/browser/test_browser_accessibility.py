@@ -74,13 +74,19 @@ def wait_for_sidebar(page, shown: bool) -> None:
 
 def test_presenter_mode_folds_the_sidebar_and_leaves_it_open_once_reopened(app_url, page):
     """A prepared slide's link (`present=true`) opens with the sidebar folded, so the page has
-    the projector's whole width; turning presenter mode on in the sidebar folds it too. A
-    lecturer who opens it again to type a sentence keeps it open while the page redraws, and
-    turning the mode off leaves it open."""
+    the projector's whole width, and the Tab key goes through the page, not through the folded
+    sidebar's controls; turning presenter mode on in the sidebar folds it too. A lecturer who
+    opens it again to type a sentence keeps it open while the page redraws, and turning the
+    mode off leaves it open."""
     page.goto(f"{app_url}/rollout?present=true")
     page.get_by_role("heading", name="Attention rollout").first.wait_for(timeout=SLOW_MS)
     settle(page)
     wait_for_sidebar(page, shown=False)
+    page.wait_for_timeout(400)  # the sidebar's slide (0.3 s): then it is hidden, not only moved
+    for _ in range(4):
+        page.keyboard.press("Tab")
+        assert not page.evaluate("""() => !!document.activeElement
+            .closest('[data-testid="stSidebar"]')"""), "the Tab key reached the folded sidebar"
     visit(page, app_url, "rollout", "Attention rollout")  # a new session: presenter mode off
     settle(page)
     wait_for_sidebar(page, shown=True)
