@@ -51,8 +51,9 @@ def figures(at: AppTest) -> list[dict]:
 
 def figure_titled(at: AppTest, words: str) -> dict:
     """The one figure on the page whose title holds `words`."""
-    titles = [figure["layout"].get("title", {}).get("text", "") for figure in figures(at)]
-    matches = [figure for figure, title in zip(figures(at), titles) if words in title]
+    drawn = figures(at)
+    titles = [figure["layout"].get("title", {}).get("text", "") for figure in drawn]
+    matches = [figure for figure, title in zip(drawn, titles) if words in title]
     assert len(matches) == 1, (words, titles)
     return matches[0]
 

@@ -70,17 +70,15 @@ FORMULA_SCRIPT = """<script>
 # them sideways, which hides choices (two of a narrow column's six token pills) from a projector.
 # So do the labels Streamlit cuts with "…" (a toggle's, in a column beside a figure). A folded
 # sidebar only slides off the screen: its controls stayed in the Tab order, so the keyboard went
-# through a dozen invisible ones (presenter mode folds it); it is hidden, with everything in it
-# (some controls set their own visibility), once it has slid out (its own transitions kept, the
-# hiding waits for them) and shown at once when it opens. A display
+# through a dozen invisible ones (presenter mode folds it); everything in it is hidden (each
+# element: some set their own visibility) once its 0.3-s slide is over, and shown at once when it
+# opens. A display
 # formula spans its column and its own width does not widen the column (it did: a column beside a
 # figure grew to the formula's width), so the script above measures it against the column.
 ACCESSIBLE_CSS = f"""<style>
 .st-key-{SCRIPT_KEY} {{ display: none; }}
 .stApp [data-testid="stMarkdown"] div:has(.katex-display) {{ width: 100%; }}
 .stApp .katex-display {{ contain: inline-size; }}
-.stApp [data-testid="stSidebar"][data-collapsed="true"] {{ visibility: hidden;
-  transition: transform 0.3s, min-width 0.3s, max-width 0.3s, visibility 0s 0.3s; }}
 .stApp [data-testid="stSidebar"][data-collapsed="true"] * {{ visibility: hidden !important;
   transition: visibility 0s 0.3s !important; }}
 .stApp .katex-display:focus-visible {{ outline: 2px solid currentColor; outline-offset: 2px; }}
