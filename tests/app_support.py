@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import base64
 import json
 import re
@@ -81,3 +82,12 @@ def array(value) -> np.ndarray:
             data = data.reshape(shape)
         return data
     return np.array(value, dtype=float)
+
+
+def navigation_pages() -> list[str]:
+    """The page files app.py's navigation lists (the pages other engineers add included; not
+    the hidden alias of the default page)."""
+    tree = ast.parse(Path(APP).read_text())
+    return [node.args[0].value for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "Page"
+            and node.args and isinstance(node.args[0], ast.Constant)]

@@ -10,18 +10,20 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from models.analysis.columns import NUMERIC_COLUMNS, SHARE_COLUMNS
+from models.analysis.columns import NORM_COLUMNS, NUMERIC_COLUMNS, SHARE_COLUMNS
 from viz.heatmap import fit_rows, matrix_heatmap
 
 
 def statistic_heatmap(table: pd.DataFrame, column: str) -> go.Figure:
-    """A layer x head map of one numeric column of `head_statistics`."""
-    if column not in NUMERIC_COLUMNS:
-        raise ValueError(f"'{column}' is not one of {NUMERIC_COLUMNS}")
+    """A layer x head map of one numeric column of `head_statistics`, the norm-based shares
+    included when the table has them."""
+    drawable = NUMERIC_COLUMNS + tuple(name for name in NORM_COLUMNS if name in table)
+    if column not in drawable:
+        raise ValueError(f"'{column}' is not one of {drawable}")
     grid = table.pivot(index="layer", columns="head", values=column)  # (L, H)
     values = grid.to_numpy(dtype=float)
     finite = values[np.isfinite(values)]  # NaN where a statistic does not apply
-    zmax = 1.0 if column in SHARE_COLUMNS else max(float(finite.max(initial=0.0)), 1e-9)
+    zmax = 1.0 if column in SHARE_COLUMNS + NORM_COLUMNS else max(float(finite.max(initial=0.0)), 1e-9)
     figure = matrix_heatmap(
         values, tuple(str(h) for h in grid.columns), f"{column} for every layer and head",
         zmin=0.0, zmax=zmax, colorbar_title=column,

@@ -16,12 +16,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from models.analysis.columns import NORM_COLUMNS
 from models.analysis.layer_pass import LayerRows, Parts, measure
 from models.analysis.reducer import LayerLog, PassReducer, row_mean
 from models.analysis.token_batch import ItemTokens, TokenBatch
 from models.hooks.record import AttentionRecord
 
-NORM_COLUMNS = ("norm_cls", "norm_sep")
 NORM_COLUMN_HELP = {
     "norm_cls": "Share of the norm-based attention ‖α·f(x)‖ (Kobayashi et al. 2020) on the "
                 "first special token: compare with 'cls' to see how little that weight moves.",

@@ -141,6 +141,12 @@ def test_statistic_heatmap_is_layers_by_heads(table):
     assert figure.layout.yaxis.scaleanchor is None and figure.layout.width is None
     with pytest.raises(ValueError):
         statistic_heatmap(table, "label")
+    with pytest.raises(ValueError, match="norm_cls"):  # a table without the norm-based shares
+        statistic_heatmap(table, "norm_cls")
+    shares = table.assign(norm_cls=np.linspace(0.0, 0.7, len(table)))
+    norm = statistic_heatmap(shares, "norm_cls").data[0]  # a share: on the 0-1 scale
+    np.testing.assert_allclose(np.asarray(norm.z)[0], np.linspace(0.0, 0.7, len(table)))
+    assert norm.zmax == 1.0
 
 
 def test_csv_round_trips(table):

@@ -5,7 +5,6 @@ and restore from a link; every check question grades a right and a wrong answer.
 
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
 from urllib.parse import parse_qs
@@ -21,7 +20,8 @@ from models.loading.kinds import DECODER, PRETRAINED
 from models.loading.pretrained import DEFAULT_MODEL
 from models.store import stores
 from models.store.keys import result_key
-from tests.app_support import APP, TIMEOUT_S, array, assert_no_failure, figures, shown, texts
+from tests.app_support import (APP, TIMEOUT_S, array, assert_no_failure, figures,
+                                navigation_pages, shown, texts)
 from tests.reference import reference_attentions
 from ui import finetune_cache
 from ui.examples import CHAPTERS, EXAMPLES, MARIO
@@ -60,13 +60,6 @@ def page_title(page: str) -> str:
 
 def url_path(page: str) -> str:
     return "" if page == MAPS else page  # the default page's path is the site root
-
-
-def navigation_pages() -> set[str]:
-    tree = ast.parse((ROOT / "app.py").read_text())
-    return {node.args[0].value for node in ast.walk(tree)  # file pages (not the hidden alias)
-            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "Page"
-            and isinstance(node.args[0], ast.Constant)}
 
 
 # --- the examples ---------------------------------------------------------------------------

@@ -4,7 +4,6 @@ nothing else into the link."""
 
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
 
@@ -15,7 +14,8 @@ from streamlit.testing.v1 import AppTest
 
 from models.loading.pretrained import DEFAULT_MODEL
 from models.loading.kinds import DECODER, PRETRAINED, SCRATCH_RANDOM
-from tests.app_support import APP, TIMEOUT_S, assert_no_failure, shown, texts
+from tests.app_support import (APP, TIMEOUT_S, assert_no_failure, navigation_pages, shown,
+                                texts)
 from ui.state import PRESENTER_CSS
 from ui.link_codec import SHARED
 from ui.link_controls import page_controls
@@ -59,14 +59,6 @@ def by_label(widgets, label: str):
     matches = [widget for widget in widgets if widget.label == label]
     assert len(matches) == 1, [widget.label for widget in widgets]
     return matches[0]
-
-
-def navigation_pages() -> list[str]:
-    """The page files app.py's navigation lists (the pages other engineers add included)."""
-    tree = ast.parse((ROOT / "app.py").read_text())
-    return [node.args[0].value for node in ast.walk(tree)
-            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "Page"
-            and node.args and isinstance(node.args[0], ast.Constant)]
 
 
 # --- which controls each page has ----------------------------------------------------------

@@ -4,7 +4,7 @@ import numpy as np
 
 from models.hooks.capture import run_captured
 from models.analysis.norms import norm_maps
-from tests.app_support import array, figures, run_page, texts
+from tests.app_support import array, figure_titled, figures, run_page, texts
 
 TEXT = "Time flies like an arrow."
 
@@ -36,6 +36,11 @@ def test_statistics_table_has_norm_columns_only_on_model_tokens(default_model):
     norms = direct_norms(default_model)
     cls_share = (norms[..., 0] / norms.sum(-1)).mean(-1)  # (L, H), rows averaged
     np.testing.assert_allclose(table["norm_cls"].to_numpy(), cls_share.reshape(-1), atol=1e-4)
+    # the map beside the table is coloured by a norm-based column when it is chosen
+    at = run_page("head_statistics", state={"stats_column": "norm_cls"})
+    grid = figure_titled(at, "norm_cls for every layer and head")
+    np.testing.assert_allclose(array(grid["data"][0]["z"]), cls_share, atol=1e-4)
+    assert grid["data"][0]["zmax"] == 1.0
     merged = run_page("head_statistics", state={"sb_hide_special": True})
     assert "norm_cls" not in merged.dataframe[0].value.columns
     assert "switch the sidebar's token options off" in texts(merged)

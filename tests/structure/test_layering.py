@@ -43,7 +43,7 @@ RECORD_MODULES = {
     "models.teaching.arithmetic": {"KeyProducts", "RowArithmetic"},
     "models.experiments.predictions": {"Candidate", "PerPosition"},
     "models.analysis.pooling": {"PooledMap"},
-    "models.analysis.columns": {"NUMERIC_COLUMNS", "SHARE_COLUMNS"},
+    "models.analysis.columns": {"NUMERIC_COLUMNS", "SHARE_COLUMNS", "NORM_COLUMNS"},
 }
 
 
