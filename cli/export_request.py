@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from models.analysis.columns import NUMERIC_COLUMNS
+from models.analysis.columns import NORM_COLUMNS, NUMERIC_COLUMNS
 from viz.export_figures import BERTVIZ_FORMATS, FIGURE_FORMATS, ExportError
 
 HEATMAP, ALL_HEADS, MODEL_VIEW, HEAD_VIEW, ROLLOUT, STATISTICS = (
@@ -20,6 +20,7 @@ BERTVIZ_VIEWS = (HEAD_VIEW, MODEL_VIEW)  # drawn by bertviz, not Plotly
 NPZ, CSV, JSON = "npz", "csv", "json"
 DATA_FORMATS = (NPZ, CSV, JSON)
 FORMATS = (*FIGURE_FORMATS, *DATA_FORMATS)
+STATISTICS_DRAWN = NUMERIC_COLUMNS + NORM_COLUMNS  # the norm-based shares: on the model's tokens
 
 
 @dataclass(frozen=True)
@@ -52,9 +53,9 @@ class ExportRequest:
                               f"{' or '.join(BERTVIZ_FORMATS)} (or as data: npz, csv, json).")
         if self.view == STATISTICS and self.file_format == NPZ:
             raise ExportError("The statistics table is written as csv or json, or drawn.")
-        if self.statistic not in NUMERIC_COLUMNS:
+        if self.statistic not in STATISTICS_DRAWN:
             raise ExportError(f"'{self.statistic}' is not a statistic: use one of "
-                              f"{', '.join(NUMERIC_COLUMNS)}.")
+                              f"{', '.join(STATISTICS_DRAWN)}.")
         if not self.text.strip():
             raise ExportError("The text is empty: give --text some words.")
 
@@ -90,7 +91,7 @@ def add_parser(commands) -> None:
     export.add_argument("--layer", type=int, default=None,
                         help="the layer (default 0; rollout: the last layer)")
     export.add_argument("--head", type=int, default=None, help="the head (default 0)")
-    export.add_argument("--statistic", default=NUMERIC_COLUMNS[0], choices=NUMERIC_COLUMNS,
+    export.add_argument("--statistic", default=NUMERIC_COLUMNS[0], choices=STATISTICS_DRAWN,
                         help="the statistics view's colour (default %(default)s)")
     export.add_argument("--format", dest="file_format", required=True, choices=FORMATS,
                         help="the file's format")

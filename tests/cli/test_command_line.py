@@ -71,6 +71,14 @@ def test_an_exported_figure_has_the_apps_readable_text(capsys, tmp_path):
     assert '"side":"right"' in page.replace(" ", "")
 
 
+def test_export_draws_the_statistics_by_a_norm_based_column_as_the_page_does(capsys, tmp_path):
+    out = tmp_path / "norm.html"
+    status, _, err = run(capsys, "export", "--text", TEXT, "--view", "statistics",
+                         "--statistic", "norm_cls", "--format", "html", "--out", str(out))
+    assert status == 0, err
+    assert "norm_cls for every layer and head" in out.read_text(encoding="utf-8")
+
+
 def test_export_json_of_rollout_holds_rows_that_sum_to_one(capsys, tmp_path):
     out = tmp_path / "rollout.json"
     status, _, err = run(capsys, "export", "--text", TEXT, "--view", "rollout", "--format",
