@@ -77,8 +77,11 @@ def _load_other_model() -> None:
     st.session_state.pop(OFFERED, None)
     name = st.session_state.get(MODEL_INPUT, "").strip()
     try:
-        cache.pretrained(name)
-        kind = PRETRAINED
+        if name == DEFAULT_DECODER:  # the embedded decoder by its id: no Hugging Face cache has
+            kind = DECODER  # it; the page run converts it (once per machine) with progress
+        else:
+            cache.pretrained(name)
+            kind = PRETRAINED
     except UnsupportedModelType:
         try:
             cache.decoder(name)

