@@ -122,6 +122,29 @@ def generation_work(loaded, args):
     return run
 
 
+def _bare_loop(_: int = 0) -> float:
+    """Seconds of a pure-Python loop: no memory traffic, no library threads."""
+    start = time.perf_counter()
+    total = 0
+    for number in range(20_000_000):
+        total += number
+    return time.perf_counter() - start
+
+
+def machine_pair_factor(repeats: int) -> float:
+    """Two bare loops at once (two processes) against one alone, medians: 1.00 when the cores
+    are wholly this machine's, more when its host gives them to others meanwhile. The forwards'
+    bound assumes 1.00."""
+    import multiprocessing
+
+    alone, together = [], []
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        for _ in range(max(repeats, 3)):
+            alone.append(pool.map(_bare_loop, [0])[0])
+            together.extend(pool.map(_bare_loop, [0, 1], chunksize=1))
+    return statistics.median(together) / statistics.median(alone)
+
+
 def measure(side: str, sessions: int, args) -> dict:
     environment = {name: value for name, value in os.environ.items()
                    if name not in THREAD_VARIABLES}
@@ -150,6 +173,7 @@ def main() -> None:
     from models.threads import available_cores
 
     cores = available_cores()
+    pair_before = machine_pair_factor(args.repeats)
     runs: dict[tuple[str, int], list[dict]] = {}
     for repeat in range(args.repeats):  # the sides alternate, repeat by repeat
         order = [(side, count) for count in args.sessions
@@ -161,11 +185,14 @@ def main() -> None:
     def median(side: str, count: int, name: str) -> float:
         return statistics.median(run[name] for run in runs[(side, count)])
 
+    pair_after = machine_pair_factor(args.repeats)
     unit = median(SERVER, min(args.sessions), "forward")
     print(f"SmolLM2, {args.tokens} tokens, eager forward with attentions; {cores} cores; "
           f"{args.forwards} forwards per session; median of {args.repeats} processes per cell")
     print(f"server's plan: {runs[(SERVER, min(args.sessions))][0]['plan']}")
     print(f"unit: one forward alone on the server's plan: {unit * 1e3:.0f} ms")
+    print(f"the machine: two bare Python loops at once run {pair_before:.2f}x one alone before "
+          f"the forwards, {pair_after:.2f}x after (1.00: both cores wholly this machine's)")
     print(f"{'sessions':>8} {'side':>8} {'threads':>7} {'wait':>10} {'s/forward':>10} "
           f"{'x unit':>7} {'bound':>6}  goal (server: x unit <= bound)")
     for count in args.sessions:
