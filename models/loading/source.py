@@ -75,8 +75,9 @@ def load(name: str = "encoder") -> LoadedSource:
     """A model by a short name, ready to run: "encoder" (the embedded MiniLM), "decoder" (the
     embedded SmolLM2, converted once per machine), "KIND:NAME" for any registered kind
     ("pretrained:bert-base-uncased", "scratch-random:sentence-transformers/all-MiniLM-L6-v2"), or
-    a Hugging Face id or local folder, read as an encoder when it is one, else as a causal LM.
-    Every failure is a ModelLoadError with one sentence."""
+    a Hugging Face id or local folder, read as an encoder when it is one, else as a causal LM
+    (the embedded SmolLM2's own id is "decoder"). Every failure is a ModelLoadError with one
+    sentence."""
     name = (name or "").strip()
     if name in BUILT_IN_NAMES:
         return ModelSource.default(BUILT_IN_NAMES[name]).load()
