@@ -83,8 +83,14 @@ class Attention(ABC):
     def special_positions(self) -> tuple[int, ...]:
         return self.encoded.special_positions
 
-    def check_head(self, layer: int, head: int) -> None:
-        if not 0 <= layer < self.num_layers or not 0 <= head < self.num_heads:
+    def check_head(self, layer: int, head: int | None = None) -> None:
+        """A ValueError naming what is asked for (a layer, or a layer's head) when this model
+        has no such layer or head."""
+        if head is None and not 0 <= layer < self.num_layers:
+            raise ValueError(f"Layer {layer} is not in a model with {self.num_layers} layers "
+                             f"(0 to {self.num_layers - 1}).")
+        if head is not None and (not 0 <= layer < self.num_layers
+                                 or not 0 <= head < self.num_heads):
             raise ValueError(f"Layer {layer}, head {head} is not in a model with "
                              f"{self.num_layers} layers of {self.num_heads} heads.")
 

@@ -60,7 +60,7 @@ class StreamedAttention(Attention):
         return self.remember(("head", layer, head), compute)
 
     def layer_maps(self, layer: int) -> np.ndarray:
-        self.check_head(layer, 0)
+        self.check_head(layer)
 
         def compute() -> np.ndarray:
             maps = layer_from_input(self.loaded, self.encoded, layer, self.inputs).weights[0]

@@ -51,7 +51,7 @@ class WholeAttention(Attention):
         return self.record.head(layer, head)
 
     def layer_maps(self, layer: int) -> np.ndarray:
-        self.check_head(layer, 0)
+        self.check_head(layer)
         return self.record.layer(layer)
 
     def rows(self, layer: int, rows: range) -> ExactRows:

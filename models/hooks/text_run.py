@@ -10,6 +10,7 @@ Dimensions: B batch, T tokens, V vocabulary.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -19,6 +20,8 @@ from models.hooks.capture import forward_inputs
 from models.hooks.install import point_names
 from models.hooks.run import Run, run_model
 from models.loading.tokenize import EncodedText
+
+BLOCK = re.compile(r"blocks\.(\d+)\.")  # a layer's points: blocks.{layer}.…
 
 
 @dataclass(frozen=True)
@@ -43,10 +46,15 @@ class TextRun:
 
 def _check(loaded, names: Iterable[str]) -> None:
     known = set(point_names(loaded.model))
+    layers = 1 + max((int(found.group(1)) for found in map(BLOCK.match, known) if found),
+                     default=-1)
     for name in names:
-        if name not in known:
-            raise ValueError(f"{loaded.label} has no hook point '{name}' "
-                             f"(models.hooks.install.point_names lists its {len(known)}).")
+        if name in known:
+            continue
+        block = BLOCK.match(name)
+        where = (f"it has layers 0 to {layers - 1}" if block and int(block.group(1)) >= layers
+                 else f"point_names(model) lists its {len(known)}")
+        raise ValueError(f"{loaded.label} has no hook point '{name}' ({where}).")
 
 
 def run_text(loaded, text: str, pair: str | None = None, cache: Sequence[str] = (),

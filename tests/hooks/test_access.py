@@ -173,6 +173,11 @@ def test_a_layers_maps_are_its_heads(both):
     np.testing.assert_allclose(maps, whole.layer_maps(layer), rtol=0, atol=ATOL)
     for head in (0, whole.num_heads - 1):
         np.testing.assert_array_equal(whole.layer_maps(layer)[head], whole.head(layer, head))
+    for access in (whole, streamed):  # a layer that is not there: the sentence names the layer
+        with pytest.raises(ValueError) as refused:
+            access.layer_maps(whole.num_layers)
+        assert str(refused.value) == (f"Layer {whole.num_layers} is not in a model with "
+                                      f"{whole.num_layers} layers (0 to {whole.num_layers - 1}).")
 
 
 def test_read_keeps_a_short_text_whole_and_streams_a_long_one(decoder_runner, tmp_path):

@@ -217,3 +217,17 @@ def test_no_point_is_missing_or_extra_in_an_encoder_decoders_stacks(cases):
         decoder = {n.split(".", 3)[3] for n in names if n.startswith("decoder.blocks.0.")}
         assert decoder - encoder == {f"cross_attn.hook_{k}" for k in points.ATTENTION_POINTS}, kind
         assert encoder <= decoder, kind
+
+
+def test_a_point_that_is_not_there_is_one_sentence(encoder_runner):
+    """A layer past the model's last is named as such; any other unknown name points at
+    point_names."""
+    from models.hooks.text_run import run_text
+
+    with pytest.raises(ValueError) as refused:
+        run_text(encoder_runner, "Time flies.", cache=["blocks.6.hook_resid_post"])
+    assert str(refused.value).endswith(
+        "has no hook point 'blocks.6.hook_resid_post' (it has layers 0 to 5).")
+    with pytest.raises(ValueError, match=r"no hook point 'hook_nonsense' \(point_names\(model\) "
+                                         r"lists its \d+\)\.$"):
+        run_text(encoder_runner, "Time flies.", cache=["hook_nonsense"])
