@@ -29,6 +29,12 @@ if attention is not None:
     if not set(NORM_COLUMNS) <= set(table):
         intro.caption("The norm-based columns (‖α·f(x)‖) need the model's own tokens: switch the "
                       "sidebar's token options off to see them.")
+    empty = [name for name in ("cls", "sep", *NORM_COLUMNS)  # softmax weights are never 0
+             if name in table and not table[name].any()]
+    if empty:
+        named = " and ".join([", ".join(empty[:-1]), empty[-1]] if len(empty) > 1 else empty)
+        intro.caption(f"There is no special token among the tokens shown, so the {named} "
+                      "columns are 0 for every head.")
     column = intro.selectbox("Colour the layer × head map by", columns, key="stats_column",
                              help="Each cell is one head; hover for its value.")
     intro.caption(help_texts[column])

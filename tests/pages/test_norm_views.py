@@ -75,3 +75,16 @@ def test_value_norms_are_each_value_through_its_heads_slice_of_w_o_and_follow_ne
     finally:
         with torch.no_grad():
             projection.div_(2.0)
+
+
+def test_statistics_say_when_the_special_token_columns_are_empty():
+    """SmolLM2's input has no special token: its cls and sep shares are 0 for every head, and the
+    page says so; MiniLM's [CLS] and [SEP] take weight in every head, and it says nothing."""
+    decoder = run_page("head_statistics", state={"sb_kind": "decoder"})
+    table = decoder.dataframe[0].value
+    assert not table[["cls", "sep", "norm_cls", "norm_sep"]].to_numpy().any()
+    assert ("There is no special token among the tokens shown, so the cls, sep, norm_cls and "
+            "norm_sep columns are 0 for every head.") in texts(decoder)
+    encoder = run_page("head_statistics")
+    assert encoder.dataframe[0].value[["cls", "sep"]].to_numpy().all()
+    assert "There is no special token" not in texts(encoder)
