@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import functools
 import re
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -123,9 +124,30 @@ def _numbers_in(call: ast.Call) -> str:
     return "int" if literals else "number"
 
 
+PARSING = threading.Lock()
+PARSE_ATTEMPTS = 3
+
+
+def syntax_tree(source: str) -> ast.Module:
+    """`ast.parse(source)`, one thread of this process at a time, and parsed again after
+    CPython 3.11's spurious "AST constructor recursion depth mismatch" SystemError: the
+    constructor counts its depth once per interpreter, so a tree built in another thread at the
+    same moment (Streamlit compiling a page for another session) can trip its check although
+    both trees are right (CPython gh-106905). The lock keeps this module's parses apart; the
+    next attempt outlives a collision with a parse outside it."""
+    for _ in range(PARSE_ATTEMPTS - 1):
+        try:
+            with PARSING:
+                return ast.parse(source)
+        except SystemError:
+            continue
+    with PARSING:
+        return ast.parse(source)  # the last attempt: its error is the caller's
+
+
 def controls_in_source(source: str) -> PageControls:
     """The page's key prefix and its value widgets, read from its source."""
-    calls = sorted((node for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call)),
+    calls = sorted((node for node in ast.walk(syntax_tree(source)) if isinstance(node, ast.Call)),
                    key=lambda node: (node.lineno, node.col_offset))  # in reading order
     found: list[tuple[str, bool, str | None]] = []
     for node in calls:
@@ -154,6 +176,15 @@ def controls_in_source(source: str) -> PageControls:
 @functools.lru_cache(maxsize=64)
 def _controls_of_file(path: str, modified_ns: int) -> PageControls:
     return controls_in_source(Path(path).read_text(encoding="utf-8"))
+
+
+def read_every_page(folder: Path) -> int:
+    """Read the controls of every page file in `folder` now, into the cache `page_controls`
+    reads (ui/serving.py does it before the server's first page runs); how many files."""
+    files = sorted(Path(folder).glob("*.py"))
+    for path in files:
+        page_controls(path)
+    return len(files)
 
 
 def page_controls(path: Path | str | None) -> PageControls:

@@ -32,6 +32,7 @@ LOG = logging.getLogger("attention_explorer")
 STATIC_JS = Path(streamlit.__file__).parent / "static" / "static" / "js"
 # Streamlit's own requests (its assets, websocket, health, uploads, media): never a page
 NOT_PAGES = ("/static/", "/_stcore/", "/media/", "/component/", "/app/static/")
+PAGE_FILES = Path(__file__).resolve().parents[1] / "pages"
 
 
 @cache
@@ -99,9 +100,20 @@ def import_engine() -> None:
     code), one thread at a time. On a fresh server the warm-up's thread and the first sessions'
     runs of app.py start together, and importing transformers from two threads at once fails
     now and then (each sees the other's half-initialised modules: "cannot import name
-    'AttentionInterface' from 'transformers'"); the others wait here, then find it imported."""
+    'AttentionInterface' from 'transformers'"); the others wait here, then find it imported.
+    The first also reads every page's link controls (ui/link_controls.py) while the others wait,
+    before any of them runs a page: no session then parses a page file while Streamlit compiles
+    one for another (two syntax trees built at once can fail in CPython 3.11)."""
     with ENGINE_IMPORT:
         import ui.attention  # noqa: F401
+        _read_every_page_once()
+
+
+@cache
+def _read_every_page_once() -> int:
+    from ui.link_controls import read_every_page
+
+    return read_every_page(PAGE_FILES)
 
 
 def load_default_model() -> None:

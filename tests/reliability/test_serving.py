@@ -230,3 +230,52 @@ def test_the_warm_up_and_the_first_sessions_import_the_engine_together_without_f
                     if isinstance(node, ast.ImportFrom) and node.module.startswith("ui.")
                     and node.module != "ui.serving")
     assert call < first_ui
+
+
+def test_a_page_parse_tried_again_after_pythons_spurious_ast_error(monkeypatch):
+    """CPython 3.11 can refuse a syntax tree built while another thread builds one ("AST
+    constructor recursion depth mismatch", gh-106905: it failed a page in a clone's browser
+    test when two sessions opened at once). The link controls' parse is tried again; an error
+    that stays is the caller's."""
+    from ui import link_controls
+
+    real = ast.parse
+    failures = iter([SystemError("AST constructor recursion depth mismatch (before=54, "
+                                 "after=50)")] * (link_controls.PARSE_ATTEMPTS - 1))
+
+    def colliding(source, *args, **kwargs):
+        failure = next(failures, None)
+        if failure is not None:
+            raise failure
+        return real(source, *args, **kwargs)
+
+    source = (ROOT / "pages" / "attention_maps.py").read_text()
+    monkeypatch.setattr(link_controls.ast, "parse", colliding)
+    controls = link_controls.controls_in_source(source)
+    assert controls.prefix == "maps" and controls.kinds["maps_layer"] == "index"
+
+    def always(source, *args, **kwargs):
+        raise SystemError("AST constructor recursion depth mismatch")
+
+    monkeypatch.setattr(link_controls.ast, "parse", always)
+    try:
+        link_controls.syntax_tree(source)
+    except SystemError as error:
+        assert "recursion depth mismatch" in str(error)
+    else:
+        raise AssertionError("a parse that always fails must raise")
+
+
+def test_the_first_engine_import_reads_every_pages_controls_before_any_page_runs():
+    """So no session parses a page file while Streamlit compiles one for another session."""
+    from ui import link_controls
+
+    serving._read_every_page_once.cache_clear()
+    link_controls._controls_of_file.cache_clear()
+    serving.import_engine()
+    pages = sorted((ROOT / "pages").glob("*.py"))
+    assert link_controls._controls_of_file.cache_info().currsize == len(pages) > 20
+    before = link_controls._controls_of_file.cache_info().hits
+    assert link_controls.page_controls(pages[0]) == link_controls.controls_in_source(
+        pages[0].read_text())
+    assert link_controls._controls_of_file.cache_info().hits == before + 1  # no parse then
