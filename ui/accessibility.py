@@ -72,9 +72,9 @@ FORMULA_SCRIPT = """<script>
 # sidebar only slides off the screen: its controls stayed in the Tab order, so the keyboard went
 # through a dozen invisible ones (presenter mode folds it); everything in it is hidden (each
 # element: some set their own visibility) once its 0.3-s slide is over, and shown at once when it
-# opens. A display
-# formula spans its column and its own width does not widen the column (it did: a column beside a
-# figure grew to the formula's width), so the script above measures it against the column.
+# opens. A display formula spans its column and its own width does not widen the column (it did:
+# a column beside a figure grew to the formula's width), so the script above measures it against
+# the column.
 ACCESSIBLE_CSS = f"""<style>
 .st-key-{SCRIPT_KEY} {{ display: none; }}
 .stApp [data-testid="stMarkdown"] div:has(.katex-display) {{ width: 100%; }}

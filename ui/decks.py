@@ -35,11 +35,11 @@ from models.errors import ModelLoadError, first_sentence
 from models.loading.pretrained import DEFAULT_MODEL
 from models.teaching.decks import Deck, Slide, read_deck
 from ui.charts import PRESENTER, SLIDE_FIGURE, UNFOLDED
+from ui.link_controls import PAGES
 from ui.state import MODEL_NAME
 from ui.text import plain
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = ROOT / "pages"
 DECKS = ROOT / "decks"
 DECK_PAGE = "pages/deck.py"
 SHOWING = "deck_showing"  # session key: the deck being presented, and where

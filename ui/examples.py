@@ -11,7 +11,6 @@ sentence when it is clicked, and opens the head it ranks first on the attention-
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import streamlit as st
@@ -23,11 +22,11 @@ from models.loading.kinds import DECODER, PRETRAINED
 from models.loading.source import ModelSource
 from ui import cache
 from ui.link_codec import model_param
+from ui.link_controls import PAGES
 from ui.links import link_text, page_controls, shared_params
 from ui.state import loaded_source, sidebar_input, sidebar_source
 from ui.text import plain
 
-PAGES = Path(__file__).resolve().parents[1] / "pages"
 MAPS = "attention_maps"
 REQUEST = "examples_open"  # session key: (page file, query) a head button asked to open
 MESSAGE = "examples_message"  # session key: why the last head button could not open its head

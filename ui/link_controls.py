@@ -124,6 +124,7 @@ def _numbers_in(call: ast.Call) -> str:
     return "int" if literals else "number"
 
 
+PAGES = Path(__file__).resolve().parents[1] / "pages"  # the app's page files
 PARSING = threading.Lock()
 PARSE_ATTEMPTS = 3
 
@@ -178,7 +179,7 @@ def _controls_of_file(path: str, modified_ns: int) -> PageControls:
     return controls_in_source(Path(path).read_text(encoding="utf-8"))
 
 
-def read_every_page(folder: Path) -> int:
+def read_every_page(folder: Path = PAGES) -> int:
     """Read the controls of every page file in `folder` now, into the cache `page_controls`
     reads (ui/serving.py does it before the server's first page runs); how many files."""
     files = sorted(Path(folder).glob("*.py"))

