@@ -53,7 +53,7 @@ if causal.record.dropped_tokens:
                f"the last {causal.record.dropped_tokens} tokens were dropped.")
 
 charts.show(side_by_side((bidirectional.record, causal.record), layer, head,
-                         ("Bidirectional (encoder)", "Causal (decoder)")),
+                         ("Bidirectional<br>(encoder)", "Causal<br>(decoder)")),
             key="masks_side_by_side", container=picture)
 picture.markdown(
     "**Bidirectional and causal, side by side.** On the left every row spreads its attention over the whole sentence. On the right row *i* "

@@ -131,6 +131,10 @@ def vectors_figure(row: RowArithmetic, tokens: tuple[str, ...],
     figure.update_yaxes(showticklabels=True, row=1, col=1)
     figure.update_xaxes(tickangle=-45)
     figure.update_layout(font=style.FONT, height=460, margin=dict(l=10, r=10, t=40, b=10))
+    # the narrow first and last columns' titles are wider than them: kept inside the figure
+    first, *_, last = figure.layout.annotations
+    first.update(x=0, xanchor="left")
+    last.update(x=1, xanchor="right")
     return figure
 
 

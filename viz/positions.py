@@ -34,7 +34,7 @@ def sinusoid_heatmap(encoding: np.ndarray) -> go.Figure:
         hovertemplate="position %{y}<br>dimension %{x}<br>value %{z:.3f}<extra></extra>",
     ))
     return _layout(figure, f"Sinusoidal encoding: {positions} positions × {dims} dimensions",
-                   "dimension (pairs: even = sin, odd = cos; frequency falls to the right)",
+                   "dimension (even: sin, odd: cos)",
                    "position", style.heatmap_size(min(positions, style.MAX_TICK_LABELS)), False)
 
 

@@ -12,11 +12,12 @@ import re
 
 import plotly.graph_objects as go
 
-from viz.style import (CHAR_WIDTH, COLORBAR_ALLOWANCE_PX, PRESENTER_AXIS_GAP_PX,
+from viz.style import (ACROSS_PAGE_PX, CHAR_WIDTH, COLORBAR_ALLOWANCE_PX, PRESENTER_AXIS_GAP_PX,
                        PRESENTER_AXIS_TITLE_PX, PRESENTER_FONT_PX, PRESENTER_LINE_FACTOR,
                        PRESENTER_MAX_HEIGHT_PX, PRESENTER_MIN_PLOT_PX, PRESENTER_MIN_ROWS_SHARE,
                        PRESENTER_NOTE_CHARS, PRESENTER_NOTE_CLEARANCE_PX,
-                       PRESENTER_SCREEN_FIGURE_PX, PRESENTER_TITLE_CHARS, PRESENTER_TITLE_PAD_PX,
+                       PRESENTER_SCREEN_FIGURE_PX, PRESENTER_SUBPLOT_TITLE_CHARS,
+                       PRESENTER_TITLE_CHARS, PRESENTER_TITLE_PAD_PX,
                        UPRIGHT_LABEL_ANGLE, every_nth, label_pitch, label_step, line_count,
                        visible_text, wrapped)
 
@@ -80,7 +81,11 @@ def _text_px(annotation) -> float:
 
 
 def place_subplot_titles(figure: go.Figure) -> None:
-    """Subplot titles above an x axis drawn on top: lifted over its labels and title."""
+    """Subplot titles wrapped to the narrowest column a figure is drawn in; above an x axis
+    drawn on top, lifted over its labels and title."""
+    for annotation in figure.layout.annotations:
+        if _is_subplot_title(annotation) and annotation.text:
+            annotation.text = wrapped(annotation.text, PRESENTER_SUBPLOT_TITLE_CHARS)
     top = _top_axis_px(figure)
     if not top:
         return
@@ -154,31 +159,41 @@ def _legend_above_px(figure: go.Figure) -> float:
 
 def place_title(figure: go.Figure) -> None:
     """The title wrapped, at the top of the figure, with a top margin that holds it and, under
-    it, subplot titles and an x axis drawn above the plot."""
+    it, subplot titles and an x axis drawn above the plot (without a title, the margin holds
+    the top row's subplot titles)."""
     layout = figure.layout
+    above = max((_text_px(a) + (a.yshift or 0) for a in layout.annotations
+                 if _is_subplot_title(a) and a.text and a.y >= 1 - 1e-3), default=0)
     if not layout.title.text:
+        if above:
+            _hold_on_top(layout, PRESENTER_TITLE_PAD_PX + above)
         return
     layout.title.text = wrapped(layout.title.text, _title_chars(layout))
     title = line_count(layout.title.text) * layout.title.font.size * PRESENTER_LINE_FACTOR
-    above = max((_text_px(a) + (a.yshift or 0) for a in layout.annotations
-                 if _is_subplot_title(a) and a.text and a.y >= 1 - 1e-3), default=0)
     # Plotly centres a title's extra lines on its anchor: half of them would rise above it
     first = layout.title.font.size * PRESENTER_LINE_FACTOR
     layout.title.update(yref="container", y=1, yanchor="top",
                         pad=dict(t=PRESENTER_TITLE_PAD_PX + (title - first) / 2))
-    needed = PRESENTER_TITLE_PAD_PX * 2 + title + max(above, _top_axis_px(figure)) \
-        + PRESENTER_AXIS_GAP_PX + _legend_above_px(figure)
+    _hold_on_top(layout, PRESENTER_TITLE_PAD_PX * 2 + title + max(above, _top_axis_px(figure))
+                 + PRESENTER_AXIS_GAP_PX + _legend_above_px(figure))
+
+
+def _hold_on_top(layout, needed: float) -> None:
+    """A top margin of at least `needed` px, its extra room added to a fixed height (up to the
+    screen's), not taken from the plot."""
     before = layout.margin.t or 0
     layout.margin.t = max(before, round(needed))
-    if layout.height is not None:  # the larger title's room is added, not taken from the plot
+    if layout.height is not None:
         layout.height = min(layout.height + layout.margin.t - before,
                             max(layout.height, PRESENTER_MAX_HEIGHT_PX))
 
 
 def _title_chars(layout) -> int:
     """Characters a presenter title's line holds: PRESENTER_TITLE_CHARS (a third of the screen),
-    or more in a figure whose fixed width holds more (the wide all-heads mosaic)."""
-    if layout.width is None:
+    or more in a figure whose fixed width spans the page (the long input's all-heads mosaic). A
+    narrower fixed width is only nominal: Streamlit stretches a figure to its column, which is
+    391 px for half of a page beside an open sidebar, so its title keeps the third's width."""
+    if layout.width is None or layout.width < ACROSS_PAGE_PX:
         return PRESENTER_TITLE_CHARS
     room = layout.width - (layout.margin.l or 0) - (layout.margin.r or 0)
     return max(PRESENTER_TITLE_CHARS, int(room / (layout.title.font.size * CHAR_WIDTH)))

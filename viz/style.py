@@ -81,6 +81,10 @@ PRESENTER_TITLE_PX = 24
 PRESENTER_MAX_HEIGHT_PX = 570  # a figure this tall fits a 1280 x 720 screen under a heading
 PRESENTER_TEXT_COLOR = "#111111"  # 18.9:1 on white (WCAG asks 7:1 for enhanced contrast)
 PRESENTER_TITLE_CHARS = 30  # a title wraps after about this many characters (a third of 1280 px)
+# a subplot title wraps after about this many characters (half of a page beside an open sidebar,
+# 391 px, holds 44 at 18 px)
+PRESENTER_SUBPLOT_TITLE_CHARS = 44
+ACROSS_PAGE_PX = 1000  # a figure this wide is drawn across the page, not in one of its columns
 PRESENTER_AXIS_TITLE_CHARS = 24  # a y axis title wraps after about this many characters
 PRESENTER_NOTE_CHARS = 44  # a note under a plot wraps after about this many characters
 PRESENTER_LINE_FACTOR = 1.3  # a line of text takes this many font sizes of height
@@ -147,18 +151,28 @@ def every_nth(count: int, step: int) -> list[int]:
 
 def wrapped(text: str, width: int) -> str:
     """`text` with its lines broken at spaces into lines of at most about `width` characters
-    (Plotly's line break is `<br>`; a word longer than `width` stays whole)."""
+    (Plotly's line break is `<br>`); a word longer than `width` breaks after its slashes (a
+    model's id, "owner/name"), and otherwise stays whole."""
     lines = []
     for paragraph in re.split(r"<br\s*/?>", text):
         line = ""
         for word in paragraph.split(" "):
-            if line and len(visible_text(line)) + 1 + len(visible_text(word)) > width:
-                lines.append(line)
-                line = word
-            else:
-                line = f"{line} {word}" if line else word
+            for index, part in enumerate(_long_word_parts(word, width)):
+                glue = "" if index else " "  # the pieces of one word join without a space
+                if line and len(visible_text(line)) + len(glue) + len(visible_text(part)) > width:
+                    lines.append(line)
+                    line = part
+                else:
+                    line = f"{line}{glue}{part}" if line else part
         lines.append(line)
     return "<br>".join(lines)
+
+
+def _long_word_parts(word: str, width: int) -> list[str]:
+    """A word longer than `width` as its pieces up to and including each slash."""
+    if len(visible_text(word)) <= width or "/" not in word:
+        return [word]
+    return [part for part in re.split(r"(?<=/)", word) if part]
 
 
 def visible_text(text: str) -> str:

@@ -149,6 +149,12 @@ def test_a_presenter_title_wraps_at_a_third_of_the_screen_or_at_its_wide_figures
     wide = go_figure_of_height(400)
     wide.update_layout(title=title, width=1090, margin=dict(l=10, r=10))
     assert theme.as_drawn(wide, presenter=True).layout.title.text == title  # 74 fit in 1070 px
+    # a map's fixed width is nominal (Streamlit stretches it to its column: half of a page
+    # beside an open sidebar is 391 px): its title wraps at the third's width
+    nominal = go_figure_of_height(400)
+    nominal.update_layout(title=title, width=657, margin=dict(l=10, r=10))
+    lines = theme.as_drawn(nominal, presenter=True).layout.title.text.split("<br>")
+    assert len(lines) == 2 and max(map(len, lines)) <= style.PRESENTER_TITLE_CHARS
     narrow = go_figure_of_height(400)
     narrow.update_layout(title=title, width=300)
     lines = theme.as_drawn(narrow, presenter=True).layout.title.text.split("<br>")

@@ -23,6 +23,15 @@ def test_wrapping_keeps_every_word_and_breaks_only_between_them():
     assert style.wrapped("a" * 50, 10) == "a" * 50  # a word longer than the width stays whole
 
 
+def test_a_model_id_longer_than_a_line_breaks_after_its_slash_and_nowhere_else():
+    title = "Learned by sentence-transformers/all-MiniLM-L6-v2"
+    assert style.wrapped(title, 30).split("<br>") == [
+        "Learned by", "sentence-transformers/", "all-MiniLM-L6-v2"]
+    # an id that fits keeps its slash inside its line, with no space added
+    assert style.wrapped("Learned by bert/tiny", 30) == "Learned by bert/tiny"
+    assert style.wrapped("owner/" + "b" * 40, 30).split("<br>") == ["owner/", "b" * 40]
+
+
 def _steps() -> go.Figure:
     figure = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.08,
                            subplot_titles=["1. first", "2. second", "3. third"])
@@ -78,3 +87,17 @@ def test_a_note_under_the_plot_moves_below_the_axis_title_with_its_own_margin():
 def test_a_colour_bar_title_stands_beside_the_bar():
     figure = go.Figure(go.Heatmap(z=[[0, 1], [1, 0]], colorbar=dict(title=dict(text="weight"))))
     assert theme.themed(figure, presenter=True).data[0].colorbar.title.side == "right"
+
+
+def test_an_untitled_figures_subplot_titles_wrap_and_its_top_margin_holds_them():
+    figure = make_subplots(rows=2, cols=1, subplot_titles=[LONG, "second"])
+    for row in (1, 2):
+        figure.add_trace(go.Bar(x=[1, 2], y=[1, 2]), row=row, col=1)
+    figure.update_layout(height=400, margin=dict(t=40))
+    shown = theme.themed(figure, presenter=True).layout
+    top = shown.annotations[0].text
+    assert top.replace("<br>", " ") == LONG and top.count("<br>") >= 1
+    assert all(len(line) <= style.PRESENTER_SUBPLOT_TITLE_CHARS for line in top.split("<br>"))
+    assert shown.margin.t >= (top.count("<br>") + 1) * style.PRESENTER_FONT_PX * \
+        style.PRESENTER_LINE_FACTOR
+    assert shown.height == 400 + shown.margin.t - 40  # the room is added, not taken from the plot
