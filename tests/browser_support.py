@@ -265,11 +265,15 @@ class ProcessChromium:
         self._tab.outside_requests.clear()
         return self._tab
 
-    def drop_tab(self) -> None:
-        """Close the shared tab (after a failure: the next test opens a new one)."""
+    def drop_tab(self, screenshot: Path | None = None) -> None:
+        """Close the shared tab (after a failure: the next test opens a new one), first saving
+        what it showed to `screenshot`, if given, whole page."""
         if self._tab is not None:
             tab, self._tab = self._tab, None
             with contextlib.suppress(Exception):  # a browser that died has closed it already
+                if screenshot is not None and not tab.is_closed():
+                    screenshot.parent.mkdir(parents=True, exist_ok=True)
+                    tab.screenshot(path=str(screenshot), full_page=True, timeout=15_000)
                 tab.context.close()
 
     def close(self) -> None:

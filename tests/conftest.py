@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from pathlib import Path
 
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -118,6 +119,8 @@ def pytest_unconfigure(config):
 
 
 PROCESS_CHROMIUM = ProcessChromium()  # this process's Chromium, launched when a test asks
+# what the shared tab showed when a browser test failed (read with the server's log, also there)
+FAILURES = Path(__file__).resolve().parents[1] / "artifacts" / "failures"
 
 
 @pytest.fixture
@@ -146,8 +149,11 @@ def pytest_runtest_setup(item):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     report = yield
-    if report.failed:
-        PROCESS_CHROMIUM.drop_tab()  # whatever the failure left on it stays with it
+    if report.failed:  # whatever the failure left on the tab stays with it; a test that used
+        # the tab leaves a screenshot of it
+        name = re.sub(r"[^\w.-]+", "_", item.nodeid.split("/")[-1])[:150]
+        PROCESS_CHROMIUM.drop_tab(FAILURES / f"{name}.png"
+                                  if "shared_tab" in item.fixturenames else None)
     return report
 
 

@@ -186,3 +186,17 @@ def test_the_tab_lists_and_fails_requests_leaving_the_machine_and_keeps_its_cach
     again = {name: size for name, size in page.evaluate(STATIC).items() if name in first}
     assert len(again) >= 10 and set(again.values()) == {0}, again
     assert_clean(page)
+
+
+def test_a_failed_tests_tab_is_kept_as_a_screenshot_then_closed(shared_tab, tmp_path):
+    """After a browser test fails (tests/conftest.py), its shared tab is photographed whole and
+    closed, so a failure seen only on a loaded machine leaves what the page showed; the next
+    test gets a new tab."""
+    from tests.conftest import PROCESS_CHROMIUM
+
+    shared_tab.set_content("<h1 style='height: 3000px'>What the failure left</h1>")
+    shot = tmp_path / "failures" / "the_test.png"
+    PROCESS_CHROMIUM.drop_tab(shot)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert int.from_bytes(shot.read_bytes()[20:24], "big") >= 3000  # the whole page's height
+    assert shared_tab.is_closed() and PROCESS_CHROMIUM.tab() is not shared_tab

@@ -4,6 +4,7 @@ and forward restore the previous view, and the sidebar offers the full link."""
 
 from __future__ import annotations
 
+import re
 from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
@@ -203,6 +204,8 @@ def test_typing_as_a_link_opens_keeps_the_links_model_and_controls(app_url, page
     wait_idle(page, 120_000)
     switch_on(page, page.get_by_role("switch", name="Merge word pieces into words"))
     wait_idle(page, 120_000)
+    # the switch's run writes the link; on a loaded machine it may start after wait_idle's look
+    expect(page).to_have_url(re.compile(r"[?&]merge=true(&|$)"), timeout=60_000)
     query = parse_qs(urlsplit(page.url).query)
     assert page.get_by_role("radio", name="Pretrained causal decoder").is_checked(), page.url
     assert query.get("model") == ["decoder"] and query.get("layer") == ["3"], query
