@@ -246,6 +246,27 @@ def cells_of(site: str, layers: int, tokens: int, heads: int, layer: int | None 
     return [Cell(index, head=h) for index in range(layers) for h in range(heads)]
 
 
+def _puts_back_the_same(site: str, cell: Cell, sources: dict[int, torch.Tensor],
+                        base: Baseline) -> bool:
+    """Whether patching `cell` would put back exactly the value the corrupted run computed there,
+    so that the patched run is the corrupted run and needs no forward: in a causal model the
+    positions before the first token where the prompts differ are the same in both runs, at
+    every layer (the sites that patch the residual stream, a sublayer's output or a head's
+    output compare the two runs' kept values; the pattern and value sites are always run)."""
+    if site in POSITION_SITES:
+        corrupted = base.corrupted[site_point(site, cell.layer)]
+    elif site in (HEAD, HEAD_POSITION):
+        corrupted = base.corrupted[points.z(cell.layer)]
+    else:
+        return False
+    clean = sources[cell.layer]
+    if cell.head is not None:  # (T, H, Dh): one head's output
+        clean, corrupted = clean[:, cell.head], corrupted[:, cell.head]
+    if cell.position is not None:
+        clean, corrupted = clean[cell.position], corrupted[cell.position]
+    return torch.equal(clean.to(corrupted.dtype), corrupted)
+
+
 def _patching_edit(items: list[int], chosen: list[Cell], source: torch.Tensor):
     """An edit that gives batch item items[i] the source's value at chosen[i]'s position and/or
     head: source (T, D) for a point of the stream, (T, H, Dh) for hook_z."""
@@ -302,15 +323,18 @@ def patching_grid(loaded, pair: PromptPair, difference: LogitDifference, site: s
     else:
         sources = _head_sources(site, base, sorted({cell.layer for cell in cells}))
     size = batch_size or cost.batch
-    raw = torch.empty(len(cells), dtype=torch.float64)
+    # a cell that puts back what the corrupted run has there leaves the corrupted run as it is
+    raw = torch.full((len(cells),), base.corrupted_metric, dtype=torch.float64)
+    changed = [index for index, cell in enumerate(cells)
+               if not _puts_back_the_same(site, cell, sources, base)]
     forwards = 0
-    for start in range(0, len(cells), size):
-        batch = cells[start:start + size]
-        raw[start:start + len(batch)] = _run_batch(loaded, pair, difference, site, base,
-                                                   sources, batch)
+    for start in range(0, len(changed), size):
+        chosen = changed[start:start + size]
+        raw[chosen] = _run_batch(loaded, pair, difference, site, base, sources,
+                                 [cells[index] for index in chosen])
         forwards += 1
         if progress is not None:
-            progress(start + len(batch), len(cells))
+            progress(len(cells) - len(changed) + start + len(chosen), len(cells))
     rows = heads if site == HEAD_POSITION else layers
     return PatchingGrid(site, layer if site == HEAD_POSITION else None,
                         raw.view(rows, -1).numpy(), base.clean_metric, base.corrupted_metric,

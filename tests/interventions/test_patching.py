@@ -58,7 +58,8 @@ def test_every_cell_of_a_tiny_models_grid_is_that_cell_patched_alone(request, na
     found = experiment(request, name)
     grid = patching.patching_grid(found.loaded, found.pair, found.difference, site, layer=1,
                                   batch_size=5)  # batches that span layers
-    assert grid.forwards == math.ceil(grid.raw.size / 5)
+    # the cells that put back what is there already (below) take no forward
+    assert 0 < grid.forwards <= math.ceil(grid.raw.size / 5)
     for row, column, layer, position, head in _cells(grid):
         expected = one_cell(found, site, layer, position, head)
         assert grid.raw[row, column] == pytest.approx(expected, abs=1e-5), (row, column)
@@ -111,6 +112,32 @@ def test_a_head_grid_is_its_head_by_position_cells_at_once_where_one_position_di
                                             points.z(1), positions=range(differs, 13),
                                             heads=[head])
         assert whole.raw[1, head] == pytest.approx(later, abs=1e-5)
+
+
+@pytest.mark.parametrize("site", (patching.RESID_PRE, patching.MLP_OUT, patching.HEAD_POSITION))
+def test_cells_before_the_first_token_that_differs_take_no_forward(request, site):
+    """In a causal model the positions before the first token where the prompts differ are the
+    same in both runs at every layer, so patching one of them puts back what is there: the grid
+    gives those cells the corrupted run's value without a forward, runs the others in batches,
+    and each agrees with that cell patched by itself in a forward of its own."""
+    found = experiment(request, "decoder_runner", CAPITAL)
+    differs = next(index for index, (clean, corrupted) in enumerate(
+        zip(found.pair.clean.tokens, found.pair.corrupted.tokens)) if clean != corrupted)
+    assert differs == 3  # " France" / " Italy"
+    heard = []
+    grid = patching.patching_grid(found.loaded, found.pair, found.difference, site,
+                                  layer=SMOLLM2_LAYER, batch_size=7,
+                                  progress=lambda done, total: heard.append((done, total)))
+    rows = grid.raw.shape[0]
+    assert (grid.raw[:, :differs] == grid.corrupted_metric).all()
+    assert (grid.raw[:, differs:] != grid.corrupted_metric).any()
+    assert grid.forwards == math.ceil(rows * (5 - differs) / 7)
+    assert heard[-1] == (grid.raw.size, grid.raw.size) and heard == sorted(heard)
+    scale = max(1.0, abs(grid.clean_metric), abs(grid.corrupted_metric))
+    for row, column in ((0, 0), (rows - 1, differs - 1), (rows // 2, differs), (1, 4)):
+        layer, head = (SMOLLM2_LAYER, row) if site == patching.HEAD_POSITION else (row, None)
+        expected = one_cell(found, site, layer, column, head)
+        assert grid.raw[row, column] == pytest.approx(expected, abs=1e-5 * scale), (row, column)
 
 
 def test_the_csv_holds_one_row_per_cell_with_normalised_values(request):
