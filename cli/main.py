@@ -39,8 +39,8 @@ PROGRAM = "attention-explorer"
 
 def model_source(text: str):
     """`decoder`, `pretrained`, or either followed by `:NAME` (a Hugging Face id or a folder),
-    as the app's links write the model: a ModelSource."""
-    configure_threads()  # the registry loads torch: OpenMP reads its wait policy once
+    as the app's links write the model: a ModelSource. The kind registry loads no torch: a
+    mistaken model is refused at once."""
     from models.loading import kinds
     from models.loading.kinds import DECODER, PRETRAINED
     from models.loading.source import ModelSource

@@ -12,14 +12,27 @@ Adding a kind is one file in models/loading/kinds/ and one registration, not a b
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from models.errors import UnsupportedModelType
 from models.loading import kinds
-from models.loading.decoder import DEFAULT_DECODER
+from models.loading.embedded import DEFAULT_DECODER
 from models.loading.kinds import DECODER, PRETRAINED, KindSpec, Loaders
-from models.loading.runner import LoadedSource
+
+if TYPE_CHECKING:
+    from models.loading.runner import LoadedSource
 
 __all__ = ["LoadedSource", "ModelSource", "load"]
+
+
+def __getattr__(name: str):
+    """`LoadedSource`, from models/loading/runner.py when first asked for: naming a model and
+    its kind loads no torch (the command line checks a mistaken --model at once)."""
+    if name == "LoadedSource":
+        from models.loading.runner import LoadedSource
+
+        return LoadedSource
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)

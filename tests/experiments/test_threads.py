@@ -140,15 +140,28 @@ COMPUTED = ("from models.threads import thread_plan\nplan = thread_plan()\n"
     # a command that computes: its mistake is found once the engine is there
     "cli.main.main(['export', '--text', ' ', '--view', 'heatmap', '--format', 'csv', "
     "'--out', 'unwritten.csv'])",
-    # the patch command's --model is read by the kind registry while the line is parsed
-    "try:\n    cli.main.main(['patch', '--model', 'nonsense', '--clean', 'a', '--corrupted', "
-    "'b', '--answer', 'x', '--wrong', 'y', '--out', 'unwritten.csv'])\n"
-    "except SystemExit:\n    pass"])
+    # a mistaken --model never loads torch (below); a model that loads sets the plan first
+    "cli.main.main(['patch', '--model', 'pretrained:/nonexistent-folder', '--clean', 'a', "
+    "'--corrupted', 'b', '--answer', 'x', '--wrong', 'y', '--out', 'unwritten.csv'])"])
 def test_the_command_line_loads_torch_only_to_compute_and_sets_the_plan_first(command):
     applied = fresh_interpreter(LIGHT + command + "\n" + COMPUTED,
                                 ATTENTION_EXPLORER_THREADS="1")
     # `config` (as `--help` and a mistaken argument) answers without torch or transformers
     assert applied == {"light": True, "threads": 1, "policy": "PASSIVE"}
+
+
+def test_a_mistaken_model_is_refused_before_torch_or_transformers_load():
+    """The kind registry reads --model while the line is parsed and loads no model code: a
+    mistaken model is refused at once, not after the seconds of importing torch."""
+    shown = fresh_interpreter(
+        "import json, sys, cli.main\n"
+        "try:\n    cli.main.main(['patch', '--model', 'nonsense', '--clean', 'a', '--corrupted', "
+        "'b', '--answer', 'x', '--wrong', 'y', '--out', 'unwritten.csv'])\n"
+        "except SystemExit as stop:\n    code = stop.code\n"
+        "print(json.dumps({'code': code, 'loaded': sorted(name for name in ('torch', "
+        "'transformers') if name in sys.modules)}))")
+    assert shown == {"code": 2, "loaded": []}
+    assert not (ROOT / "unwritten.csv").exists()
 
 
 def test_the_app_applies_the_plan_before_any_other_import():

@@ -10,22 +10,45 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from models.experiments.finetune import FinetuneResult
-from models.loading.decoder import load_decoder
 from models.settings import setting
-from models.loading.hf_seq2seq import load_seq2seq
-from models.loading.pretrained import LoadedModel, load_pretrained
-from models.loading.runner import LoadedSource, Source
-from models.store import stores
+
+if TYPE_CHECKING:  # the registry itself loads no torch: a kind's model code loads when it loads
+    from models.experiments.finetune import FinetuneResult
+    from models.loading.pretrained import LoadedModel
+    from models.loading.runner import LoadedSource, Source
 
 # Which of the sidebar's two model names a kind reads (`KindSpec.names`).
 ENCODER_NAMES, DECODER_NAMES = "encoder", "decoder"
 
 
+def load_pretrained(name: str) -> LoadedModel:
+    """models.loading.pretrained.load_pretrained, imported when first called."""
+    from models.loading.pretrained import load_pretrained as load
+
+    return load(name)
+
+
+def load_decoder(name: str) -> LoadedModel:
+    """models.loading.decoder.load_decoder, imported when first called."""
+    from models.loading.decoder import load_decoder as load
+
+    return load(name)
+
+
+def load_seq2seq(name: str) -> LoadedModel:
+    """models.loading.hf_seq2seq.load_seq2seq, imported when first called."""
+    from models.loading.hf_seq2seq import load_seq2seq as load
+
+    return load(name)
+
+
 def kept_finetuned(key: str) -> FinetuneResult:
     """The classifier fine-tuned on this server under training key `key` (models.store.stores);
     ValueError with one sentence when it is no longer kept."""
+    from models.store import stores
+
     result = stores.FINETUNED.peek(key)
     if result is None:
         raise ValueError("This fine-tuned classifier is no longer kept on the server: train it "

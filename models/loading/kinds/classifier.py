@@ -6,12 +6,13 @@ the sidebar: the fine-tuning page trains it, the ablation page runs it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from models.experiments.ablation import capturable
-from models.experiments.finetune import PRETRAINED as PRETRAINED_ENCODER, FinetuneResult
 from models.loading.kinds.base import KindSpec, Loaders
-from models.loading.runner import LoadedSource, Source
-from models.store import stores
+
+if TYPE_CHECKING:
+    from models.experiments.finetune import FinetuneResult
+    from models.loading.runner import LoadedSource, Source
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,8 @@ class TrainingNames:
 
 def description(names: TrainingNames, result: FinetuneResult) -> str:
     """One line naming a trained classifier: its encoder, its data, how long and how well."""
+    from models.experiments.finetune import PRETRAINED as PRETRAINED_ENCODER
+
     settings = result.settings
     encoder = (f"{names.encoder_name} (pretrained)" if settings.encoder == PRETRAINED_ENCODER
                else "from-scratch encoder")
@@ -34,6 +37,8 @@ def description(names: TrainingNames, result: FinetuneResult) -> str:
 @dataclass(frozen=True)
 class ClassifierKind(KindSpec):
     def label(self, source: Source) -> str:
+        from models.store import stores
+
         names, result = stores.TRAINING_NAMES.peek(source.name), stores.FINETUNED.peek(source.name)
         if names is None or result is None:
             return "a fine-tuned classifier no longer kept on this server"
@@ -44,6 +49,10 @@ class ClassifierKind(KindSpec):
         return loaders.finetuned(source.name)
 
     def load(self, source: Source, loaders: Loaders) -> LoadedSource:
+        from models.experiments.ablation import capturable
+        from models.loading.runner import LoadedSource
+        from models.store import stores
+
         result = self.trained(source, loaders)
         names = stores.TRAINING_NAMES.peek(source.name)
         if names is None:

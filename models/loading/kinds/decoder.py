@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from models.hooks.install import install
 from models.settings import setting
 from models.loading.kinds.base import DECODER_NAMES, KindSpec, Loaders, limit_reason
-from models.loading.runner import LoadedSource, Source
+
+if TYPE_CHECKING:
+    from models.loading.runner import LoadedSource, Source
 
 
 @dataclass(frozen=True)
@@ -16,6 +18,9 @@ class DecoderKind(KindSpec):
         return f"Decoder: {source.name}"
 
     def load(self, source: Source, loaders: Loaders) -> LoadedSource:
+        from models.hooks.install import install
+        from models.loading.runner import LoadedSource
+
         loaded = loaders.decoder(source.name)
         return LoadedSource(source, install(loaded.model), loaded.tokenizer, loaded.max_tokens,
                             limit_reason(loaded))

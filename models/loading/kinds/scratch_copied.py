@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from typing import TYPE_CHECKING
+
 from models.errors import ModelLoadError
 from models.loading.kinds.base import KindSpec, Loaders
 from models.loading.kinds.pretrained import PRETRAINED
-from models.loading.runner import LoadedSource, Source
-from models.scratch.transfer import encoder_from_bert
+
+if TYPE_CHECKING:
+    from models.loading.runner import LoadedSource, Source
 
 
 @dataclass(frozen=True)
@@ -18,6 +21,9 @@ class ScratchCopiedKind(KindSpec):
         return f"from-scratch encoder with {source.name}'s weights"
 
     def load(self, source: Source, loaders: Loaders) -> LoadedSource:
+        from models.loading.runner import LoadedSource
+        from models.scratch.transfer import encoder_from_bert
+
         base = loaders.pretrained(source.name)
         if base.model_type != "bert":
             raise ModelLoadError(f"Weights can be copied only from a BERT model; '{source.name}' "

@@ -4,21 +4,28 @@ encoder's tokenizer."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from models.loading.kinds.base import KindSpec, Loaders
-from models.loading.runner import LoadedSource, Source
-from models.scratch.build import random_encoder
-from models.scratch.config import EncoderConfig
+
+if TYPE_CHECKING:
+    from models.loading.runner import LoadedSource, Source
+    from models.scratch.config import EncoderConfig
 
 
 def scratch_config(vocab_size: int) -> EncoderConfig:
     """The small from-scratch encoder used with random weights (textbook-sized)."""
+    from models.scratch.config import EncoderConfig
+
     return EncoderConfig(vocab_size=vocab_size, hidden_size=128, num_heads=4, num_layers=4,
                          intermediate_size=512, norm_style="pre")
 
 
 def scratch_runner(source: Source, seed: int, loaders: Loaders) -> LoadedSource:
     """A random from-scratch encoder on the tokenizer of `source.name`, its weights from `seed`."""
+    from models.loading.runner import LoadedSource
+    from models.scratch.build import random_encoder
+
     base = loaders.pretrained(source.name)
     encoder = random_encoder(scratch_config(len(base.tokenizer)), seed)
     limit = min(encoder.config.max_positions, base.max_tokens)

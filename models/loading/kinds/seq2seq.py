@@ -4,9 +4,12 @@ sidebar: the cross-attention page runs it (models/loading/hf_seq2seq.run_seq2seq
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from models.loading.kinds.base import KindSpec, Loaders
-from models.loading.runner import LoadedSource, Source
+
+if TYPE_CHECKING:
+    from models.loading.runner import LoadedSource, Source
 
 
 @dataclass(frozen=True)
@@ -15,6 +18,8 @@ class Seq2SeqKind(KindSpec):
         return f"Encoder–decoder: {source.name}"
 
     def load(self, source: Source, loaders: Loaders) -> LoadedSource:
+        from models.loading.runner import LoadedSource
+
         loaded = loaders.seq2seq(source.name)
         return LoadedSource(source, loaded.model, loaded.tokenizer, loaded.max_tokens, "positions")
 
