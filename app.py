@@ -29,6 +29,7 @@ from ui.attention import read_setting  # noqa: E402
 from ui.decks import deck_slide  # noqa: E402
 from ui.examples import examples_menu  # noqa: E402
 from ui.links import LinkedView  # noqa: E402
+from ui.routing import inside_app  # noqa: E402
 from ui.server_limits import warn_if_limits_differ  # noqa: E402
 from ui.state import fold_sidebar_when_presenting, sidebar  # noqa: E402
 from ui.timing import RunClock  # noqa: E402
@@ -39,7 +40,8 @@ st.set_page_config(page_title="Attention Explorer", page_icon=str(Path(__file__)
 accessible_page()
 
 # Each page starts with ui.routing.through_app(), which keeps Streamlit's legacy pages/ folder
-# routing from running a page without this script on a fresh server's first request.
+# routing from running a page without this script on a fresh server's first requests (the page
+# runs inside_app() below).
 MAPS = st.Page("pages/attention_maps.py", title="Attention maps", icon=":material/grid_on:",
                url_path="maps_default", default=True)
 page = st.navigation({
@@ -91,7 +93,7 @@ try:  # the link, the sidebar and the page, all inside the one guard
     sidebar(read_setting)
     examples_menu()  # the chapters' examples, one click each
     view.share()  # the session's view into the URL, and "Link to this view" in the sidebar
-    with deck_slide(page):  # a deck's bar above the page while presenting it (ui/decks.py)
+    with deck_slide(page), inside_app():  # a deck's bar above the page when presenting one
         page.run()
         view.check()  # a note for each value from the link the page could not show
 except Exception as error:  # the last guard: log the trace for the operator, show a sentence
