@@ -38,7 +38,7 @@ PLAN = configure_threads()
 import torch  # noqa: E402
 from transformers import BertForMaskedLM, logging as hf_logging  # noqa: E402
 
-from models.experiments import ablation
+from models.experiments import ablation, targets
 from models.hooks.capture import install  # noqa: E402
 from models.loading.conversion import prepare_default_decoder  # noqa: E402
 from models.loading.decoder import DEFAULT_DECODER, load_decoder  # noqa: E402
@@ -75,11 +75,11 @@ def smollm2() -> tuple[torch.nn.Module, object]:
 
 def measure(name: str, model, tokenizer, causal: bool, tokens: int, repeats: int,
             batches: list[int]) -> None:
-    prepared = ablation.prepare(model, tokenizer, tokens, TEXT, causal, name)
+    prepared = targets.prepare(model, tokenizer, tokens, TEXT, causal, name)
     if causal:
         target = ablation.predict(model, prepared, tokenizer).target
     else:
-        prepared, target = ablation.with_mask(prepared, tokenizer, prepared.num_tokens // 2)
+        prepared, target = targets.with_mask(prepared, tokenizer, prepared.num_tokens // 2)
     count = prepared.num_tokens
     assert count == tokens, f"the text has {count} tokens, fewer than --tokens {tokens}"
     heads = model.config.num_hidden_layers * model.config.num_attention_heads

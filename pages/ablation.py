@@ -1,8 +1,9 @@
 import streamlit as st
 
 from models.limits import MAX_TEXT_CHARS
-from models.experiments.ablation import (ABLATION_MODES, CLASS_PROBABILITY, MASKED_WORD, MEAN, ZERO,
-                             NoPrediction, no_prediction_message)
+from models.experiments.ablation import ABLATION_MODES, MEAN, ZERO
+from models.experiments.targets import (CLASS_PROBABILITY, MASKED_WORD, NoPrediction,
+                                        no_prediction_message)
 from ui import analysis_cache, charts, finetune_cache
 from ui.routing import through_app
 from ui.state import current_record, first_choice, index_slider, sidebar_input

@@ -3,7 +3,7 @@ import streamlit as st
 from models.limits import MAX_TEXT_CHARS
 
 from models.errors import ModelLoadError
-from models.experiments.ablation import NoPrediction
+from models.experiments.targets import NoPrediction
 from models.experiments.attribution import agreement
 from models.experiments.contrast import PromptLengths
 from models.experiments.patching import (ATTN_OUT, HEAD, HEAD_PATTERN, HEAD_POSITION,

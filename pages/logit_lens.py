@@ -3,7 +3,7 @@ import streamlit as st
 from models.limits import MAX_TEXT_CHARS
 
 from models.errors import ModelLoadError
-from models.experiments.ablation import NoPrediction
+from models.experiments.targets import NoPrediction
 from ui import charts, interventions_cache as cached
 from ui.routing import through_app
 from ui.state import sidebar_input, use_decoder

@@ -18,8 +18,9 @@ from typing import TypeVar
 import numpy as np
 import streamlit as st
 
-from models.experiments import ablation
-from models.experiments.ablation import Comparison, PreparedInput, Target
+from models.experiments import ablation, targets
+from models.experiments.ablation import Comparison
+from models.experiments.targets import PreparedInput, Target
 from models.analysis.repeated_tokens import repeated_tokens_record
 from models.hooks.record import AttentionRecord
 from models.loading.kinds import CLASSIFIER
@@ -48,41 +49,41 @@ def _model(source: ModelSource) -> tuple[object, object, int, object]:
     """The module, its tokenizer, its token limit, and what names its outputs (the tokenizer,
     or a classifier's ClassLabels)."""
     model, tokenizer, limit = cache.model_and_tokenizer(source)
-    outputs = ablation.ClassLabels(class_names(source)) if source.spec.classifies else tokenizer
+    outputs = targets.ClassLabels(class_names(source)) if source.spec.classifies else tokenizer
     return model, tokenizer, limit, outputs
 
 
 def prediction_kind(source: ModelSource) -> str | None:
-    """ablation.NEXT_TOKEN, ablation.MASKED_WORD, ablation.CLASS_PROBABILITY, or None when the
+    """targets.NEXT_TOKEN, targets.MASKED_WORD, targets.CLASS_PROBABILITY, or None when the
     model predicts no token."""
     model, tokenizer, _, _ = _model(source)
-    return ablation.prediction_kind(model, tokenizer, source.causal)
+    return targets.prediction_kind(model, tokenizer, source.causal)
 
 
 def prepared(source: ModelSource, text: str, pair: str) -> PreparedInput:
     """The model's inputs; a classifier reads the first sentence only, as it was trained."""
     model, tokenizer, limit, _ = _model(source)
     if source.spec.classifies:
-        return ablation.prepare(model, tokenizer, limit, text, False, source.label)
-    return ablation.prepare(model, tokenizer, limit, text, source.causal, source.label, pair)
+        return targets.prepare(model, tokenizer, limit, text, False, source.label)
+    return targets.prepare(model, tokenizer, limit, text, source.causal, source.label, pair)
 
 
 def masked(source: ModelSource, text: str, pair: str,
            position: int) -> tuple[PreparedInput, Target]:
     """For a masked LM: the input with the token at `position` masked, and that word as target."""
     _, tokenizer, _ = cache.model_and_tokenizer(source)
-    return ablation.with_mask(prepared(source, text, pair), tokenizer, position)
+    return targets.with_mask(prepared(source, text, pair), tokenizer, position)
 
 
 def _input_and_target(source: ModelSource, text: str, pair: str, mask_position: int | None,
                       target_id: int | None) -> tuple[PreparedInput, Target]:
     _, tokenizer, _, outputs = _model(source)
     if source.spec.classifies:
-        return prepared(source, text, pair), ablation.class_target(outputs, target_id)
+        return prepared(source, text, pair), targets.class_target(outputs, target_id)
     if mask_position is not None:
         return masked(source, text, pair, mask_position)
     given = prepared(source, text, pair)
-    return given, ablation.next_token_target(given, tokenizer, target_id)
+    return given, targets.next_token_target(given, tokenizer, target_id)
 
 
 def _kept(key: ResultKey, compute: Callable[[], Value], message: str | None) -> Value:
@@ -109,7 +110,7 @@ def baseline(source: ModelSource, text: str, pair: str, mask_position: int | Non
 def target_id_of(source: ModelSource, text: str, pair: str, word: str) -> int:
     """The token id of `word` as the next token (ValueError with one sentence when it has none)."""
     _, tokenizer, _, _ = _model(source)
-    return ablation.target_from_text(prepared(source, text, pair), tokenizer, word).token_id
+    return targets.target_from_text(prepared(source, text, pair), tokenizer, word).token_id
 
 
 def head_ablation(source: ModelSource, text: str, pair: str, mask_position: int | None,

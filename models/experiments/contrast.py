@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import torch
 
-from models.experiments.ablation import (NoPrediction, no_prediction_message, prediction_kind,
-                                         word_token_ids)
+from models.experiments.targets import (NoPrediction, no_prediction_message, prediction_kind,
+                                        word_token_ids)
 from models.experiments.predictions import Candidate, readable, top_candidates
 from models.hooks.capture import forward_inputs
 from models.hooks.install import HOOKED

@@ -10,7 +10,7 @@ from tokenizers import ByteLevelBPETokenizer
 from transformers import (BertConfig, BertForMaskedLM, GPT2Config, GPT2LMHeadModel,
                           GPT2TokenizerFast, LlamaConfig, LlamaForCausalLM)
 
-from models.experiments import ablation
+from models.experiments import ablation, targets
 from models.hooks.install import install
 from models.loading.tokenize import EncodedText
 
@@ -57,7 +57,7 @@ def tiny_bert(default_model) -> BertForMaskedLM:
     return install(BertForMaskedLM(config).eval())
 
 
-def llama_input(count: int = 9) -> ablation.PreparedInput:
+def llama_input(count: int = 9) -> targets.PreparedInput:
     """Hand-made ids for the tiny Llama (it has no tokenizer)."""
     ids = torch.tensor([[5, 17, 33, 8, 41, 17, 33, 2, 60][:count]])  # (1, T)
     encoded = EncodedText(
@@ -65,7 +65,7 @@ def llama_input(count: int = 9) -> ablation.PreparedInput:
         tokens=tuple(f"t{i}" for i in ids[0].tolist()), segment_ids=(0,) * ids.size(1),
         special_positions=(), dropped_tokens=0)
     inputs = {"input_ids": ids, "attention_mask": encoded.attention_mask}
-    return ablation.PreparedInput(encoded, inputs, True, "tiny llama")
+    return targets.PreparedInput(encoded, inputs, True, "tiny llama")
 
 
 class Ids:

@@ -13,7 +13,7 @@ import pytest
 import torch
 from transformers import GPT2LMHeadModel, LlamaForCausalLM
 
-from models.experiments import ablation
+from models.experiments import ablation, targets
 
 from models.analysis import detectors
 from models.hooks.capture import run_captured
@@ -194,10 +194,10 @@ def test_norm_based_maps_equal_a_hand_computation(name, tiny_llama, tiny_gpt2, t
         model, prepared = tiny_llama, llama_input()
     elif name == "gpt2":
         model = tiny_gpt2
-        prepared = ablation.prepare(model, gpt2_tokenizer, 64, SENTENCE, True, "tiny gpt2")
+        prepared = targets.prepare(model, gpt2_tokenizer, 64, SENTENCE, True, "tiny gpt2")
     else:
         model = tiny_bert
-        prepared = ablation.prepare(model, default_model.tokenizer, 64, SENTENCE, False, "bert")
+        prepared = targets.prepare(model, default_model.tokenizer, 64, SENTENCE, False, "bert")
     maps = norm_maps(run_captured(model, prepared.inputs))
     assert maps.shape[:2] == (model.config.num_hidden_layers, 4)
     np.testing.assert_allclose(maps[0], hand_norms(model, prepared), rtol=1e-4, atol=1e-5)
@@ -222,7 +222,7 @@ def test_minilm_puts_much_weight_on_cls_that_moves_little(default_model):
     """Kobayashi et al. (2020)'s finding, on the real MiniLM: [CLS] gets most of the weight,
     but its transformed value vector is short, so its share of the norm-based map is small."""
     model = install(default_model.model)
-    prepared = ablation.prepare(model, default_model.tokenizer, 512, SENTENCE, False, "MiniLM")
+    prepared = targets.prepare(model, default_model.tokenizer, 512, SENTENCE, False, "MiniLM")
     record = encoder_record(default_model, SENTENCE)
     table = with_norm_columns(head_statistics(record), record,
                               norm_maps(ablation.plain_run(model, prepared)))

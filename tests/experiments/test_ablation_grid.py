@@ -11,7 +11,7 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from models.experiments import ablation
+from models.experiments import ablation, targets
 from models.hooks.install import install
 from models.loading.tokenize import EncodedText
 
@@ -29,19 +29,19 @@ def tiny_llama() -> LlamaForCausalLM:
     return install(LlamaForCausalLM(config).eval())
 
 
-def tiny_input() -> ablation.PreparedInput:
+def tiny_input() -> targets.PreparedInput:
     ids = torch.tensor([[5, 17, 33, 8, 41, 17, 33, 2, 60]])  # (1, T)
     encoded = EncodedText(
         input_ids=ids, attention_mask=torch.ones_like(ids), token_type_ids=None,
         tokens=tuple(f"t{i}" for i in ids[0].tolist()), segment_ids=(0,) * ids.size(1),
         special_positions=(), dropped_tokens=0)
-    return ablation.PreparedInput(encoded, {"input_ids": ids,
+    return targets.PreparedInput(encoded, {"input_ids": ids,
                                             "attention_mask": encoded.attention_mask},
                                   True, "tiny llama")
 
 
 def zeroed_head_log_probability(model, inputs: dict, layer: int, head: int,
-                                target: ablation.Target) -> float:
+                                target: targets.Target) -> float:
     """The target's log-probability with head `head` of layer `layer` zeroed by hand: its slice
     of the output projection's input (B, T, H * Dh) set to 0, in a plain forward."""
     attention = model.model.layers[layer].self_attn
@@ -61,7 +61,7 @@ def zeroed_head_log_probability(model, inputs: dict, layer: int, head: int,
     return float(torch.log_softmax(logits[0, target.position].float(), -1)[target.token_id])
 
 
-def plain_log_probability(model, inputs: dict, target: ablation.Target) -> float:
+def plain_log_probability(model, inputs: dict, target: targets.Target) -> float:
     with torch.inference_mode():
         logits = model(**inputs, use_cache=False).logits
     return float(torch.log_softmax(logits[0, target.position].float(), -1)[target.token_id])
@@ -70,7 +70,7 @@ def plain_log_probability(model, inputs: dict, target: ablation.Target) -> float
 def test_each_cell_is_the_plain_forward_with_that_head_zeroed_and_lower_layers_are_not_rerun(
         tiny_llama):
     prepared = tiny_input()
-    target = ablation.Target(prepared.num_tokens - 1, 11, "t11")
+    target = targets.Target(prepared.num_tokens - 1, 11, "t11")
     items_per_layer = [0, 0, 0]
 
     def counter(layer: int):
@@ -99,7 +99,7 @@ def test_each_cell_is_the_plain_forward_with_that_head_zeroed_and_lower_layers_a
 
 def test_smollm2s_grid_is_the_plain_per_head_forward(smollm2_model):
     model, tokenizer = smollm2_model.model, smollm2_model.tokenizer
-    prepared = ablation.prepare(model, tokenizer, 12, SENTENCE, True, "SmolLM2")
+    prepared = targets.prepare(model, tokenizer, 12, SENTENCE, True, "SmolLM2")
     assert prepared.num_tokens == 12
     target = ablation.predict(model, prepared, tokenizer, keep_record=False).target
     grid = ablation.importance_grid(model, prepared, target)

@@ -11,7 +11,7 @@ import pytest
 import torch
 from transformers import BertConfig, BertModel, GPT2LMHeadModel, LlamaForCausalLM
 
-from models.experiments import ablation
+from models.experiments import ablation, targets
 
 from models.hooks.attention import ATTENTION_NAME
 from models.hooks.capture import Intervention
@@ -34,8 +34,8 @@ def test_ablating_a_head_whose_output_is_zero_changes_nothing(tiny_gpt2, gpt2_to
         start = 2 * width + head * head_width
         model.transformer.h[layer].attn.c_attn.weight[:, start:start + head_width] = 0.0
         model.transformer.h[layer].attn.c_attn.bias[start:start + head_width] = 0.0
-    prepared = ablation.prepare(model, gpt2_tokenizer, 64, LONGER, True, "tiny gpt2")
-    target = ablation.target_from_text(prepared, gpt2_tokenizer, "cat")
+    prepared = targets.prepare(model, gpt2_tokenizer, 64, LONGER, True, "tiny gpt2")
+    target = targets.target_from_text(prepared, gpt2_tokenizer, "cat")
     for mode in ablation.ABLATION_MODES:
         result = ablation.ablate_heads(model, prepared, gpt2_tokenizer, target, [(layer, head)],
                                        mode)
@@ -67,15 +67,15 @@ def test_zero_ablation_equals_zeroing_the_heads_output_weights_by_hand(
     heads = [(1, 2), (0, 3)]
     if name == "llama":
         model, tokenizer, prepared = tiny_llama, Ids(), llama_input()
-        target = ablation.next_token_target(prepared, tokenizer, 7)
+        target = targets.next_token_target(prepared, tokenizer, 7)
     elif name == "gpt2":
         model, tokenizer = tiny_gpt2, gpt2_tokenizer
-        prepared = ablation.prepare(model, tokenizer, 64, LONGER, True, "tiny gpt2")
-        target = ablation.target_from_text(prepared, tokenizer, "mat")
+        prepared = targets.prepare(model, tokenizer, 64, LONGER, True, "tiny gpt2")
+        target = targets.target_from_text(prepared, tokenizer, "mat")
     else:
         model, tokenizer = tiny_bert, default_model.tokenizer
-        prepared = ablation.prepare(model, tokenizer, 64, SENTENCE, False, "tiny bert")
-        prepared, target = ablation.with_mask(prepared, tokenizer, 2)
+        prepared = targets.prepare(model, tokenizer, 64, SENTENCE, False, "tiny bert")
+        prepared, target = targets.with_mask(prepared, tokenizer, 2)
         assert prepared.encoded.tokens[2] == "[MASK]" and target.text == "flies"
     edited = model
     for layer, head in heads:
@@ -107,7 +107,7 @@ def test_mean_ablation_puts_the_heads_mean_output_at_every_position(tiny_llama):
 
 def test_batched_importance_grid_equals_one_ablation_at_a_time(tiny_llama):
     prepared = llama_input()
-    target = ablation.next_token_target(prepared, Ids(), 11)
+    target = targets.next_token_target(prepared, Ids(), 11)
     calls = []
     grid = ablation.importance_grid(tiny_llama, prepared, target, batch_size=5,
                                     progress=lambda done, total: calls.append((done, total)))
@@ -131,13 +131,13 @@ def test_batched_importance_grid_equals_one_ablation_at_a_time(tiny_llama):
 
 def test_knockout_of_no_edges_equals_the_plain_run_and_blocked_edges_get_no_weight(tiny_gpt2,
                                                                                    gpt2_tokenizer):
-    prepared = ablation.prepare(tiny_gpt2, gpt2_tokenizer, 64, LONGER, True, "tiny gpt2")
+    prepared = targets.prepare(tiny_gpt2, gpt2_tokenizer, 64, LONGER, True, "tiny gpt2")
     count = prepared.num_tokens
     plain = ablation.plain_run(tiny_gpt2, prepared)
     nothing = ablation.plain_run(tiny_gpt2, prepared, Intervention(
         blocked=torch.zeros(2, count, count, dtype=torch.bool)))
     torch.testing.assert_close(nothing.logits, plain.logits, rtol=0, atol=0)
-    target = ablation.target_from_text(prepared, gpt2_tokenizer, "mat")
+    target = targets.target_from_text(prepared, gpt2_tokenizer, "mat")
     query, keys = count - 1, [1, 2, 3]
     result = ablation.knockout(tiny_gpt2, prepared, gpt2_tokenizer, target, query, keys, [1])
     after = result.after.record.weights
@@ -153,10 +153,10 @@ def test_knockout_of_no_edges_equals_the_plain_run_and_blocked_edges_get_no_weig
 
 def test_models_without_a_prediction_head_say_so(default_model):
     model = install(default_model.model)  # plain eager attention outside a capture
-    assert ablation.prediction_kind(model, default_model.tokenizer, False) is None
-    prepared = ablation.prepare(model, default_model.tokenizer, 64, SENTENCE, False, "MiniLM")
-    target = ablation.Target(1, 100, "x")
-    with pytest.raises(ablation.NoPrediction, match="^MiniLM has no prediction head"):
+    assert targets.prediction_kind(model, default_model.tokenizer, False) is None
+    prepared = targets.prepare(model, default_model.tokenizer, 64, SENTENCE, False, "MiniLM")
+    target = targets.Target(1, 100, "x")
+    with pytest.raises(targets.NoPrediction, match="^MiniLM has no prediction head"):
         ablation.ablate_heads(model, prepared, default_model.tokenizer, target, [(0, 0)])
     with pytest.raises(ValueError, match="Choose at least one head"):
         ablation.ablate_heads(model, prepared, default_model.tokenizer, target, [])
@@ -171,7 +171,7 @@ def test_grid_batches_shrink_for_long_inputs(tiny_llama):
     encoded = EncodedText(input_ids=long_ids, attention_mask=torch.ones_like(long_ids),
                           token_type_ids=None, tokens=tuple("t" for _ in range(1000)),
                           segment_ids=(0,) * 1000, special_positions=(), dropped_tokens=0)
-    prepared = ablation.PreparedInput(encoded, {"input_ids": long_ids}, True, "long")
+    prepared = targets.PreparedInput(encoded, {"input_ids": long_ids}, True, "long")
     assert ablation.grid_batch_size(short, prepared) == ablation.GRID_BUDGET_BYTES // (
         3 * 4 * 1000 * 1000 * 4 + 64 * 4)
 
@@ -204,8 +204,8 @@ def tiny_classifiers(default_model) -> dict[str, SequenceClassifier]:
     return {"bert": bert_classifier, "scratch": scratch}
 
 
-def classifier_input(classifier, tokenizer) -> ablation.PreparedInput:
-    return ablation.prepare(classifier, tokenizer, 64, SENTENCE, False, "tiny classifier")
+def classifier_input(classifier, tokenizer) -> targets.PreparedInput:
+    return targets.prepare(classifier, tokenizer, 64, SENTENCE, False, "tiny classifier")
 
 
 def class_log_probabilities(classifier, prepared) -> torch.Tensor:
@@ -233,13 +233,13 @@ def without_head_outputs(classifier, heads, head_width: int = 8):
 def test_classifier_ablation_equals_zeroing_the_heads_output_weights_by_hand(
         name, tiny_classifiers, default_model):
     classifier = tiny_classifiers[name]
-    labels = ablation.ClassLabels(CLASSES)
-    assert ablation.prediction_kind(classifier, labels, False) == ablation.CLASS_PROBABILITY
+    labels = targets.ClassLabels(CLASSES)
+    assert targets.prediction_kind(classifier, labels, False) == targets.CLASS_PROBABILITY
     prepared = classifier_input(classifier, default_model.tokenizer)
     heads = [(1, 2), (0, 3)]
     plain = class_log_probabilities(classifier, prepared)
     for index, class_name in enumerate(CLASSES):
-        target = ablation.class_target(labels, index)
+        target = targets.class_target(labels, index)
         result = ablation.ablate_heads(classifier, prepared, labels, target, heads)
         expected = class_log_probabilities(without_head_outputs(classifier, heads), prepared)
         assert result.before.log_probability == pytest.approx(float(plain[index]), abs=ATOL)
@@ -260,9 +260,9 @@ def test_classifier_ablation_equals_zeroing_the_heads_output_weights_by_hand(
 @pytest.mark.parametrize("name", ["bert", "scratch"])
 def test_classifier_grid_batched_equals_one_at_a_time(name, tiny_classifiers, default_model):
     classifier = tiny_classifiers[name]
-    labels = ablation.ClassLabels(CLASSES)
+    labels = targets.ClassLabels(CLASSES)
     prepared = classifier_input(classifier, default_model.tokenizer)
-    target = ablation.class_target(labels, 1)
+    target = targets.class_target(labels, 1)
     for mode in ablation.ABLATION_MODES:
         grid = ablation.importance_grid(classifier, prepared, target, mode, batch_size=3)
         assert grid.shape == (2, 4)
@@ -281,7 +281,7 @@ def test_classifier_grid_batched_equals_one_at_a_time(name, tiny_classifiers, de
 def test_classifier_knockout_of_no_edges_equals_the_plain_run(name, tiny_classifiers,
                                                               default_model):
     classifier = tiny_classifiers[name]
-    labels = ablation.ClassLabels(CLASSES)
+    labels = targets.ClassLabels(CLASSES)
     prepared = classifier_input(classifier, default_model.tokenizer)
     count = prepared.num_tokens
     plain = ablation.plain_run(classifier, prepared)
@@ -290,11 +290,11 @@ def test_classifier_knockout_of_no_edges_equals_the_plain_run(name, tiny_classif
     torch.testing.assert_close(nothing.logits, plain.logits, rtol=0, atol=0)
     torch.testing.assert_close(plain.logits[0, 0].log_softmax(-1),
                                class_log_probabilities(classifier, prepared), rtol=0, atol=ATOL)
-    target = ablation.class_target(labels, 0)
+    target = targets.class_target(labels, 0)
     result = ablation.knockout(classifier, prepared, labels, target, 0, [1, 2, 3], [0, 1])
     assert result.before.log_probability == pytest.approx(
         float(class_log_probabilities(classifier, prepared)[0]), abs=ATOL)
     assert np.all(result.after.record.weights[:, :, 0, [1, 2, 3]] == 0.0)
     assert result.change != 0.0
     with pytest.raises(ValueError, match="not one of the classifier's 3"):
-        ablation.class_target(labels, 3)
+        targets.class_target(labels, 3)

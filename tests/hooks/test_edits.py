@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from models.experiments.ablation import knockout, next_token_target, prepare
+from models.experiments.ablation import knockout
+from models.experiments.targets import next_token_target, prepare
 from models.hooks import points
 from models.hooks.run import Run, run_model
 from tests.hooks.cases import ENCODER_DECODERS, KINDS, submodule

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from models.experiments import ablation, logit_attribution
+from models.experiments import logit_attribution, targets
 from models.experiments.contrast import logit_difference, prompt
 from tests.interventions.conftest import GPT2_CLEAN, IOI_CLEAN
 from tests.interventions.support import one_sentence
@@ -138,7 +138,7 @@ def test_what_direct_attribution_refuses_is_one_sentence(tiny_bert, encoder_runn
         logit_attribution.logit_attribution(tiny_bert, "the cat sat like a [MASK] .", "cat",
                                             "banana")
     assert "post-norm" in str(raised.value) and one_sentence(str(raised.value))
-    with pytest.raises(ablation.NoPrediction):
+    with pytest.raises(targets.NoPrediction):
         logit_attribution.logit_attribution(encoder_runner, "Time flies.", "time", "flies")
     with pytest.raises(ValueError) as raised:
         logit_attribution.logit_attribution(decoder_runner, IOI_CLEAN, "Mary", "Mary")

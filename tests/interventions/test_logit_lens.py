@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from models.experiments import ablation, logit_lens
+from models.experiments import logit_lens, targets
 from models.experiments.contrast import prompt
 from tests.interventions.support import one_sentence
 
@@ -97,7 +97,7 @@ def test_reading_a_few_rows_at_a_time_changes_nothing(decoder_runner, monkeypatc
 
 
 def test_what_the_lens_refuses_is_one_sentence(encoder_runner, tiny_bert, decoder_runner):
-    with pytest.raises(ablation.NoPrediction):
+    with pytest.raises(targets.NoPrediction):
         logit_lens.logit_lens(encoder_runner, "Time flies like an arrow.")
     for loaded, text, chosen, part in (
             (tiny_bert, "the cat sat like a banana .", None, "has no [MASK]"),

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models.experiments import (ablation, attribution, contrast, logit_attribution, logit_lens,
-                                patching)
+from models.experiments import (attribution, contrast, logit_attribution, logit_lens, patching,
+                               targets)
 from models.loading.pretrained import DEFAULT_MODEL
 from models.loading.kinds import DECODER as DECODER_KIND
 from tests.app_support import array, figures, run_page, shown, texts
@@ -43,7 +43,7 @@ def errors(at) -> list[str]:
 def test_a_model_without_a_language_model_head_is_said_so_and_the_decoder_offered(page):
     at = run_page(page)
     assert [shown(info.value) for info in at.info] == [
-        ablation.no_prediction_message(DEFAULT_MODEL)]
+        targets.no_prediction_message(DEFAULT_MODEL)]
     assert not at.error and not figures(at)
     button = next(b for b in at.button if b.label == "Use the causal decoder")
     if page == "logit_lens":

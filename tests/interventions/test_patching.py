@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from models.experiments import ablation, contrast, patching, patching_cost
+from models.experiments import contrast, patching, patching_cost, targets
 from models.hooks import points
 from tests.interventions.support import CAPITAL, experiment, one_cell, one_sentence
 
@@ -209,9 +209,9 @@ def test_what_a_user_can_get_wrong_is_one_sentence(decoder_runner, tiny_bert, en
         lambda: patching.patching_grid(decoder, pair, difference, patching.HEAD_POSITION))
     assert "not a patching site" in refusal(
         lambda: patching.patching_grid(decoder, pair, difference, "everything"))
-    with pytest.raises(ablation.NoPrediction) as raised:
+    with pytest.raises(targets.NoPrediction) as raised:
         contrast.language_model(encoder_runner)
-    assert str(raised.value) == ablation.no_prediction_message(encoder_runner.label)
+    assert str(raised.value) == targets.no_prediction_message(encoder_runner.label)
     unmasked = contrast.prompt_pair(tiny_bert, "the cat sat like a banana .",
                                     "the cat flies like a banana .")
     assert "has no [MASK]" in refusal(

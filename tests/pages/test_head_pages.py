@@ -12,7 +12,7 @@ import torch
 from tokenizers import ByteLevelBPETokenizer
 from transformers import BertForMaskedLM, GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast
 
-from models.experiments import ablation
+from models.experiments import ablation, targets
 from models.hooks.install import install
 from models.experiments.classifier import scratch_classifier, scratch_encoder_config
 from models.experiments.finetune import SCRATCH, default_settings, finetune
@@ -156,7 +156,7 @@ def test_encoder_without_a_prediction_head_gets_one_sentence(monkeypatch):
     monkeypatch.setattr(finetune_cache, "finished", lambda encoder_name: [])  # none trained yet
     at = run_page("ablation")
     assert not at.error and not figures(at)
-    assert [w.value for w in at.warning] == [plain(ablation.no_prediction_message(DEFAULT_MODEL))]
+    assert [w.value for w in at.warning] == [plain(targets.no_prediction_message(DEFAULT_MODEL))]
     assert "once one has been fine-tuned on the Fine-tuning page" in texts(at)
     assert "ablation_subject" not in [r.key for r in at.radio]  # nothing to choose, no training
 
@@ -167,9 +167,9 @@ def test_ablating_heads_of_a_decoder_shows_the_change(tiny_decoder):
     assert not at.error
     loaded = cache.decoder(tiny_decoder)
     model = install(loaded.model)
-    prepared = ablation.prepare(model, loaded.tokenizer, loaded.max_tokens,
+    prepared = targets.prepare(model, loaded.tokenizer, loaded.max_tokens,
                                 "Time flies like an arrow.", True, tiny_decoder)
-    target = ablation.target_from_text(prepared, loaded.tokenizer, "banana")
+    target = targets.target_from_text(prepared, loaded.tokenizer, "banana")
     expected = ablation.ablate_heads(model, prepared, loaded.tokenizer, target, [(0, 1), (1, 3)])
     plain_metric, ablated_metric = at.metric[0], at.metric[1]
     assert float(plain_metric.value) == pytest.approx(expected.before.probability, rel=1e-3)
@@ -191,7 +191,7 @@ def test_empty_and_full_ablations_and_the_grid(tiny_decoder):
     at.button(key="ablation_grid_run").click().run()
     assert not at.error
     loaded = cache.decoder(tiny_decoder)
-    prepared = ablation.prepare(loaded.model, loaded.tokenizer, loaded.max_tokens,
+    prepared = targets.prepare(loaded.model, loaded.tokenizer, loaded.max_tokens,
                                 "Time flies like an arrow.", True, tiny_decoder)
     target = ablation.predict(loaded.model, prepared, loaded.tokenizer).target
     expected = ablation.importance_grid(loaded.model, prepared, target, batch_size=1)
@@ -227,9 +227,9 @@ def test_masked_language_model_predicts_the_hidden_word(monkeypatch, default_mod
     at = run_page("ablation", state={"ablation_mask": 2, "ablation_heads": ["5-5"]})
     assert not at.error
     assert "with 'flies' masked" in texts(at)
-    prepared = ablation.prepare(masked_lm, default_model.tokenizer, 512,
+    prepared = targets.prepare(masked_lm, default_model.tokenizer, 512,
                                 "Time flies like an arrow.", False, DEFAULT_MODEL)
-    prepared, target = ablation.with_mask(prepared, default_model.tokenizer, 2)
+    prepared, target = targets.with_mask(prepared, default_model.tokenizer, 2)
     expected = ablation.ablate_heads(masked_lm, prepared, default_model.tokenizer, target,
                                      [(5, 5)])
     assert float(at.metric[0].value) == pytest.approx(expected.before.probability, rel=1e-3)
@@ -265,9 +265,9 @@ def test_fine_tuned_classifier_is_ablated_with_its_class_probability(tiny_classi
     assert not at.error, [e.value for e in at.error]
     assert finetune_cache.store().trainings == trainings  # never trains here
     classifier = tiny_classifier.result.classifier
-    labels = ablation.ClassLabels(tiny_classifier.result.class_names)
-    prepared = ablation.prepare(classifier, default_model.tokenizer, 64, REVIEW, False, "c")
-    target = ablation.class_target(labels, 0)
+    labels = targets.ClassLabels(tiny_classifier.result.class_names)
+    prepared = targets.prepare(classifier, default_model.tokenizer, 64, REVIEW, False, "c")
+    target = targets.class_target(labels, 0)
     expected = ablation.ablate_heads(classifier, prepared, labels, target, heads)
     metrics = {m.label: m for m in at.metric}
     before = metrics[plain("P('negative') without any edit")]
@@ -299,8 +299,8 @@ def test_fine_tuned_classifier_is_offered_when_the_sidebar_model_predicts_nothin
     assert tiny_classifier.key in shown.options or tiny_classifier.description in shown.options
     chosen = next(f for f in finetune_cache.finished(DEFAULT_MODEL) if f.key == shown.value)
     assert chosen.key == finetune_cache.finished(DEFAULT_MODEL)[0].key  # the most recent
-    labels = ablation.ClassLabels(chosen.result.class_names)
-    prepared = ablation.prepare(chosen.result.classifier, default_model.tokenizer,
+    labels = targets.ClassLabels(chosen.result.class_names)
+    prepared = targets.prepare(chosen.result.classifier, default_model.tokenizer,
                                 chosen.result.settings.max_tokens, REVIEW, False, "c")
     predicted = ablation.predict(chosen.result.classifier, prepared, labels, keep_record=False)
     assert at.selectbox(key="ablation_class").value == predicted.target.token_id
